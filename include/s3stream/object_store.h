@@ -1,0 +1,115 @@
+// ObjectStore: the operations s3stream needs from a store, implemented by the `s3` and `file`
+// drivers. A store is scoped to one bucket (S3) or one root directory (file); keys are relative.
+//
+// Every operation is asynchronous and returns a Future; a driver may complete it on its own I/O
+// thread. Failures are Status values whose messages name the object (`Describe(key)`), never
+// credentials. Retries of transient failures happen inside the driver, so a failed Future means the
+// driver has given up.
+//
+// Threading: all methods are thread-safe. A store must outlive the futures it returned, and the
+// sinks it was handed are held (shared_ptr) until their GET completes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "s3stream/buffer.h"
+#include "s3stream/future.h"
+#include "s3stream/status.h"
+
+namespace s3stream {
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;           // as the store reports it, quotes removed
+  std::string last_modified;  // ISO 8601 as the store reports it; may be empty
+};
+
+// Bytes [start, end) of an object; no `end` means to the end of the object.
+struct ByteRange {
+  uint64_t start = 0;
+  std::optional<uint64_t> end;
+};
+
+struct GetOptions {
+  std::optional<ByteRange> range;
+  // When set, the GET fails with kPreconditionFailed if the object's ETag differs.
+  std::string if_match;
+};
+
+// What a GET learns before its body arrives.
+struct GetStart {
+  uint64_t object_size = 0;     // the whole object's size
+  uint64_t content_length = 0;  // bytes that will be delivered through OnData
+  std::string etag;
+};
+
+// Receives a GET's body in order, every byte exactly once, even when the driver resumed the
+// transfer after a failure. Called on a driver thread: copy and return, never block.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  // Once, before any data. A non-OK Status aborts the GET with that Status.
+  virtual Status OnStart(const GetStart& start) = 0;
+  virtual Status OnData(std::span<const uint8_t> bytes) = 0;
+};
+
+struct ListRequest {
+  std::string prefix;
+  std::string delimiter;           // empty: list recursively
+  std::string continuation_token;  // from the previous page
+  int max_keys = 1000;
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;
+  std::vector<std::string> common_prefixes;
+  std::string next_continuation_token;  // empty on the last page
+};
+
+struct CompletedPart {
+  int part_number = 0;
+  std::string etag;
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // "s3://bucket/key" or "file:///path": how messages name an object.
+  virtual std::string Describe(const std::string& key) const = 0;
+
+  virtual Future<Status> Get(const std::string& key, const GetOptions& options,
+                             std::shared_ptr<BodySink> sink) = 0;
+  virtual Future<Result<ObjectInfo>> Head(const std::string& key) = 0;
+  virtual Future<Result<ListPage>> List(const ListRequest& request) = 0;
+  // Returns the new object's ETag.
+  virtual Future<Result<std::string>> Put(const std::string& key, Buffer data) = 0;
+  virtual Future<Status> Delete(const std::string& key) = 0;
+
+  // Multipart upload: parts are numbered from 1; every part but the last must be >= 5 MiB on S3.
+  virtual Future<Result<std::string>> CreateMultipartUpload(const std::string& key) = 0;
+  virtual Future<Result<std::string>> UploadPart(const std::string& key, const std::string& upload_id,
+                                                 int part_number, Buffer data) = 0;
+  virtual Future<Status> CompleteMultipartUpload(const std::string& key, const std::string& upload_id,
+                                                 const std::vector<CompletedPart>& parts) = 0;
+  virtual Future<Status> AbortMultipartUpload(const std::string& key, const std::string& upload_id) = 0;
+};
+
+// Helpers shared by every driver's callers.
+
+// GETs into one Buffer sized from the response (or into `into`, which must be large enough).
+Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, const GetOptions& options = {});
+Future<Result<Buffer>> GetInto(ObjectStore& store, const std::string& key, const GetOptions& options,
+                               Buffer into);
+
+// Follows continuation tokens; `on_page` sees each page as it arrives and may stop with a non-OK status.
+Status ListEach(ObjectStore& store, ListRequest request,
+                const std::function<Status(const ListPage&)>& on_page);
+
+}  // namespace s3stream

@@ -1,0 +1,125 @@
+#include "s3stream/buffer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+
+namespace s3stream {
+namespace internal {
+
+struct PoolState {
+  std::mutex mu;
+  std::condition_variable released;
+  size_t limit = 0;
+  size_t in_use = 0;
+  size_t peak = 0;
+
+  bool Fits(size_t n) const { return in_use + n <= limit || in_use == 0; }
+  void Take(size_t n) {
+    in_use += n;
+    peak = std::max(peak, in_use);
+  }
+};
+
+struct BufferStorage {
+  explicit BufferStorage(size_t n) : bytes(new uint8_t[n]), capacity(n) {}
+  ~BufferStorage() {
+    if (auto pool = owner.lock()) {
+      std::lock_guard<std::mutex> lock(pool->mu);
+      pool->in_use -= capacity;
+      pool->released.notify_all();
+    }
+  }
+  std::unique_ptr<uint8_t[]> bytes;
+  size_t capacity;
+  std::weak_ptr<PoolState> owner;  // weak: buffers may outlive their pool
+};
+
+}  // namespace internal
+
+Buffer::Buffer(std::shared_ptr<internal::BufferStorage> storage) : storage_(std::move(storage)) {}
+
+Buffer Buffer::Allocate(size_t capacity) {
+  return Buffer(std::make_shared<internal::BufferStorage>(capacity));
+}
+
+Buffer Buffer::CopyOf(std::span<const uint8_t> bytes) {
+  Buffer b = Allocate(bytes.size());
+  if (!bytes.empty()) std::memcpy(b.data(), bytes.data(), bytes.size());
+  b.size_ = bytes.size();
+  return b;
+}
+
+Buffer Buffer::CopyOf(std::string_view bytes) {
+  return CopyOf(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+
+uint8_t* Buffer::base() const {
+  static uint8_t empty = 0;
+  return storage_ ? storage_->bytes.get() : &empty;
+}
+
+size_t Buffer::capacity() const { return storage_ ? storage_->capacity - offset_ : 0; }
+
+void Buffer::resize(size_t size) {
+  assert(size <= capacity());
+  size_ = size;
+}
+
+bool Buffer::Append(std::span<const uint8_t> bytes) {
+  if (bytes.size() > capacity() - size_) return false;
+  if (!bytes.empty()) std::memcpy(data() + size_, bytes.data(), bytes.size());
+  size_ += bytes.size();
+  return true;
+}
+
+Buffer Buffer::Slice(size_t offset, size_t length) const {
+  assert(offset + length <= size_);
+  Buffer b(storage_);
+  b.offset_ = offset_ + offset;
+  b.size_ = length;
+  return b;
+}
+
+BufferPool::BufferPool(size_t limit_bytes) : state_(std::make_shared<internal::PoolState>()) {
+  state_->limit = limit_bytes;
+}
+
+BufferPool::~BufferPool() = default;
+
+Buffer BufferPool::Acquire(size_t capacity) {
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->released.wait(lock, [&] { return state_->Fits(capacity); });
+    state_->Take(capacity);
+  }
+  auto storage = std::make_shared<internal::BufferStorage>(capacity);
+  storage->owner = state_;
+  return Buffer(std::move(storage));
+}
+
+Buffer BufferPool::TryAcquire(size_t capacity) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->Fits(capacity)) return Buffer();
+    state_->Take(capacity);
+  }
+  auto storage = std::make_shared<internal::BufferStorage>(capacity);
+  storage->owner = state_;
+  return Buffer(std::move(storage));
+}
+
+size_t BufferPool::limit() const { return state_->limit; }
+
+size_t BufferPool::in_use() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->in_use;
+}
+
+size_t BufferPool::peak() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->peak;
+}
+
+}  // namespace s3stream
