@@ -1,0 +1,21 @@
+// The init_* functions, one per area of the extension module.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <string>
+
+#include "s3stream/client.h"
+
+namespace s3stream::bindings {
+
+// The store holding the object `uri` names; sets `key`. Throws StatusError for bad URIs.
+std::shared_ptr<ObjectStore> StoreForUri(Client& client, const std::string& uri, std::string* key);
+
+void InitErrors(nanobind::module_& m);
+void InitBuffer(nanobind::module_& m);
+void InitClient(nanobind::module_& m);
+void InitIo(nanobind::module_& m);
+
+}  // namespace s3stream::bindings

@@ -1,0 +1,185 @@
+"""The Python face of the native client: configuration, fork safety, pickling."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Iterator, Optional, Sequence
+
+from . import _core
+
+Buffer = _core.Buffer
+ObjectInfo = _core.ObjectInfo
+
+_ADDRESSING = {
+    "auto": _core.AddressingStyle.auto,
+    "path": _core.AddressingStyle.path,
+    "virtual": _core.AddressingStyle.virtual,
+}
+
+
+class Client:
+    """A connection to an S3-compatible store (or the local file system, for ``file://`` URIs).
+
+    Unset options follow the AWS conventions: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``,
+    ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
+    ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` with ``~/.aws/credentials`` and ``~/.aws/config``.
+
+    The native engine (an HTTP event loop and up to ``max_inflight`` connections) is built on first
+    use in each process, so a client created before ``fork()`` (DataLoader workers) works in the
+    children, and a pickled client (``spawn``) carries its configuration, not its connections.
+    Every call that waits on the network releases the GIL.
+    """
+
+    def __init__(
+        self,
+        endpoint_url: Optional[str] = None,
+        region: Optional[str] = None,
+        *,
+        access_key_id: Optional[str] = None,
+        secret_access_key: Optional[str] = None,
+        session_token: Optional[str] = None,
+        profile: Optional[str] = None,
+        anonymous: bool = False,
+        addressing_style: str = "auto",
+        max_attempts: int = 5,
+        max_inflight: int = 64,
+        connect_timeout: float = 10.0,
+        low_speed_time: float = 20.0,
+        retry_base_delay: float = 0.05,
+        verify_tls: bool = True,
+        ca_bundle: Optional[str] = None,
+    ) -> None:
+        if addressing_style not in _ADDRESSING:
+            raise _errors().InvalidArgumentError(
+                f"addressing_style must be one of {sorted(_ADDRESSING)}, got {addressing_style!r}"
+            )
+        self._options = dict(
+            endpoint_url=endpoint_url,
+            region=region,
+            access_key_id=access_key_id,
+            secret_access_key=secret_access_key,
+            session_token=session_token,
+            profile=profile,
+            anonymous=anonymous,
+            addressing_style=addressing_style,
+            max_attempts=max_attempts,
+            max_inflight=max_inflight,
+            connect_timeout=connect_timeout,
+            low_speed_time=low_speed_time,
+            retry_base_delay=retry_base_delay,
+            verify_tls=verify_tls,
+            ca_bundle=ca_bundle,
+        )
+        self._lock = threading.Lock()
+        self._native: Any = None
+        self._pid: Optional[int] = None
+        self._native_client()  # resolve the configuration now, so mistakes surface here
+
+    # -- native state, rebuilt per process ---------------------------------------------------------
+    def _native_client(self) -> Any:
+        pid = os.getpid()
+        native = self._native
+        if native is not None and self._pid == pid:
+            return native
+        with self._lock:
+            if self._native is None or self._pid != pid:
+                self._native = _core.Client.create(self._config())
+                self._pid = pid
+            return self._native
+
+    def _config(self) -> Any:
+        o = self._options
+        c = _core.ClientConfig()
+        c.endpoint_url = o["endpoint_url"]
+        c.region = o["region"]
+        c.access_key_id = o["access_key_id"]
+        c.secret_access_key = o["secret_access_key"]
+        c.session_token = o["session_token"]
+        c.profile = o["profile"]
+        c.anonymous = bool(o["anonymous"])
+        c.addressing_style = _ADDRESSING[o["addressing_style"]]
+        c.max_attempts = int(o["max_attempts"])
+        c.max_inflight = int(o["max_inflight"])
+        c.connect_timeout_s = float(o["connect_timeout"])
+        c.low_speed_time_s = float(o["low_speed_time"])
+        c.retry_base_delay_s = float(o["retry_base_delay"])
+        c.verify_tls = bool(o["verify_tls"])
+        c.ca_bundle = o["ca_bundle"]
+        return c
+
+    def __getstate__(self) -> dict:
+        return {"options": self._options}
+
+    def __setstate__(self, state: dict) -> None:
+        self._options = state["options"]
+        self._lock = threading.Lock()
+        self._native = None
+        self._pid = None
+
+    def __repr__(self) -> str:
+        native = self._native_client()
+        return (
+            f"s3stream.Client(endpoint={native.endpoint!r}, region={native.region!r}, "
+            f"credentials={native.credentials_source!r})"
+        )
+
+    # -- object operations -------------------------------------------------------------------------
+    def get(self, uri: str, start: Optional[int] = None, end: Optional[int] = None) -> Buffer:
+        """The object's bytes, or bytes ``[start, end)``, as a zero-copy :class:`Buffer`."""
+        return self._native_client().get(uri, start, end)
+
+    def get_many(self, uris: Sequence[str]) -> list:
+        """Several whole objects, fetched concurrently; a list of Buffers in the order given."""
+        return self._native_client().get_many(list(uris))
+
+    def head(self, uri: str) -> ObjectInfo:
+        return self._native_client().head(uri)
+
+    def list(self, uri: str, delimiter: str = "", page_size: int = 1000) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with the URI's key, in key order, one page at a time.
+
+        With ``delimiter="/"`` only the level below the prefix is listed, and each common prefix is
+        yielded too, as an ObjectInfo whose key ends with the delimiter and whose size is 0.
+        """
+        native = self._native_client()
+        token = ""
+        while True:
+            objects, prefixes, token = native.list_page(uri, delimiter, token, page_size)
+            yield from objects
+            for prefix in prefixes:
+                yield _core.ObjectInfo.prefix(prefix)
+            if not token:
+                return
+
+    def put(self, uri: str, data: Any) -> str:
+        """Uploads ``data`` (bytes or any buffer) in one request; returns the ETag."""
+        return self._native_client().put(uri, data)
+
+    def delete(self, uri: str) -> None:
+        self._native_client().delete(uri)
+
+    def open(self, uri: str, mode: str = "rb", **options: Any):
+        """A file object over the object: see :func:`s3stream.open`."""
+        from .io import open as open_
+
+        return open_(uri, mode, client=self, **options)
+
+
+_default_lock = threading.Lock()
+_default: Optional[Client] = None
+
+
+def default_client() -> Client:
+    """A process-wide client configured from the environment, created on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default
+
+
+def _errors():
+    from . import errors
+
+    return errors

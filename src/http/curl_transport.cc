@@ -1,0 +1,330 @@
+#include "http/curl_transport.h"
+
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+
+namespace s3stream::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// libcurl's global init is not thread-safe; do it once per process.
+void GlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Transfer {
+  CURL* easy = nullptr;
+  HttpRequest request;
+  std::shared_ptr<ResponseHandler> handler;
+  curl_slist* header_list = nullptr;
+  size_t body_offset = 0;
+  int http_status = 0;
+  HttpHeaders response_headers;
+  bool headers_delivered = false;
+  bool aborted_by_handler = false;
+  char error[CURL_ERROR_SIZE] = {0};
+};
+
+struct Timer {
+  Clock::time_point due;
+  uint64_t seq;  // FIFO among equal deadlines
+  std::function<void()> fn;
+  bool operator>(const Timer& other) const { return due != other.due ? due > other.due : seq > other.seq; }
+};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+class CurlTransport final : public Transport {
+ public:
+  explicit CurlTransport(const CurlOptions& options) : options_(options), owner_pid_(getpid()) {
+    GlobalInitOnce();
+    multi_ = curl_multi_init();
+    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(options_.max_connections));
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(options_.max_connections));
+    // Keep every connection we may use concurrently in the cache, so bursts reuse them.
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options_.max_connections));
+    loop_ = std::thread([this] { Loop(); });
+  }
+
+  ~CurlTransport() override {
+    if (getpid() != owner_pid_) {
+      // Forked child: the loop thread does not exist here and its sockets belong to the parent.
+      // Leak the thread handle (a joinable std::thread would terminate the process) and the
+      // curl state, rather than join a thread that is not there or close the parent's sessions.
+      (void)new std::thread(std::move(loop_));
+      for (auto& [easy, transfer] : active_) (void)transfer.release();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    curl_multi_wakeup(multi_);
+    loop_.join();
+    for (auto& [easy, transfer] : active_) {
+      curl_multi_remove_handle(multi_, easy);
+      Finish(*transfer, Cancelled("client closed while the request was in flight"));
+      curl_easy_cleanup(easy);
+    }
+    active_.clear();
+    // Pending retries would otherwise wait forever: run them now; their Send() completes at once.
+    DrainAfterStop();
+    for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
+    curl_multi_cleanup(multi_);
+  }
+
+  void Send(HttpRequest request, std::shared_ptr<ResponseHandler> handler) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopping_) {
+        incoming_.push_back(std::make_unique<Transfer>());
+        incoming_.back()->request = std::move(request);
+        incoming_.back()->handler = std::move(handler);
+        curl_multi_wakeup(multi_);
+        return;
+      }
+    }
+    handler->OnComplete(Cancelled("client closed"));
+  }
+
+  void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopping_) {
+        timers_.push(Timer{Clock::now() + delay, timer_seq_++, std::move(fn)});
+        curl_multi_wakeup(multi_);
+        return;
+      }
+    }
+    fn();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::deque<std::unique_ptr<Transfer>> incoming;
+      std::vector<std::function<void()>> due;
+      int wait_ms = 1000;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+        incoming.swap(incoming_);
+        auto now = Clock::now();
+        while (!timers_.empty() && timers_.top().due <= now) {
+          due.push_back(timers_.top().fn);
+          timers_.pop();
+        }
+        if (!timers_.empty()) {
+          auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().due - now).count();
+          wait_ms = static_cast<int>(std::clamp<long long>(ms + 1, 0, wait_ms));
+        }
+      }
+      for (auto& fn : due) fn();
+      for (auto& transfer : incoming) Start(std::move(transfer));
+      if (!due.empty() || !incoming.empty()) wait_ms = 0;
+
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      ReapCompleted();
+      if (wait_ms > 0) curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
+    }
+  }
+
+  void Start(std::unique_ptr<Transfer> transfer) {
+    CURL* easy;
+    if (!idle_handles_.empty()) {
+      easy = idle_handles_.back();
+      idle_handles_.pop_back();
+      curl_easy_reset(easy);
+    } else {
+      easy = curl_easy_init();
+    }
+    transfer->easy = easy;
+    Transfer* t = transfer.get();
+    const HttpRequest& req = t->request;
+
+    curl_easy_setopt(easy, CURLOPT_URL, req.url.c_str());
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_s * 1000));
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, options_.low_speed_limit);
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(options_.low_speed_time_s + 0.5)));
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    // Larger receive chunks mean fewer callbacks per MB on fast links.
+    curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 256L * 1024);
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
+    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+    if (!options_.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &CurlTransport::OnHeaderLine);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &CurlTransport::OnWrite);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
+
+    if (req.method == "HEAD") {
+      curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+    } else if (req.method == "PUT" || req.method == "POST") {
+      // UPLOAD streams the body from OnRead with an exact Content-Length; CUSTOMREQUEST sets the verb.
+      curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+      curl_easy_setopt(easy, CURLOPT_READFUNCTION, &CurlTransport::OnRead);
+      curl_easy_setopt(easy, CURLOPT_READDATA, t);
+      curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    } else if (req.method != "GET") {
+      curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    }
+
+    for (const auto& [name, value] : req.headers) {
+      std::string line = name + ": " + value;
+      t->header_list = curl_slist_append(t->header_list, line.c_str());
+    }
+    // No "Expect: 100-continue" round trip before bodies; S3 answers errors after the body anyway.
+    t->header_list = curl_slist_append(t->header_list, "Expect:");
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->header_list);
+
+    active_.emplace(easy, std::move(transfer));
+    curl_multi_add_handle(multi_, easy);
+  }
+
+  static size_t OnHeaderLine(char* data, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    std::string_view line(data, size * n);
+    if (line.starts_with("HTTP/")) {
+      // A new response (possibly after an interim 1xx): start over.
+      t->response_headers.clear();
+      auto sp = line.find(' ');
+      t->http_status = sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
+      return line.size();
+    }
+    std::string_view trimmed = Trim(line);
+    if (trimmed.empty()) {
+      if (t->http_status >= 200 && !t->headers_delivered) {
+        t->headers_delivered = true;
+        if (!t->handler->OnHeaders(t->http_status, t->response_headers)) {
+          t->aborted_by_handler = true;
+          return 0;
+        }
+      }
+      return line.size();
+    }
+    auto colon = trimmed.find(':');
+    if (colon != std::string_view::npos) {
+      t->response_headers.emplace_back(std::string(Trim(trimmed.substr(0, colon))),
+                                       std::string(Trim(trimmed.substr(colon + 1))));
+    }
+    return line.size();
+  }
+
+  static size_t OnWrite(char* data, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    size_t len = size * n;
+    if (!t->handler->OnBody({reinterpret_cast<const uint8_t*>(data), len})) {
+      t->aborted_by_handler = true;
+      return 0;  // any value != len aborts the transfer
+    }
+    return len;
+  }
+
+  static size_t OnRead(char* dest, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    size_t left = t->request.body.size() - t->body_offset;
+    size_t len = std::min(left, size * n);
+    if (len) std::memcpy(dest, t->request.body.data() + t->body_offset, len);
+    t->body_offset += len;
+    return len;
+  }
+
+  void ReapCompleted() {
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &queued)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      CURL* easy = msg->easy_handle;
+      CURLcode code = msg->data.result;
+      curl_multi_remove_handle(multi_, easy);
+      auto it = active_.find(easy);
+      std::unique_ptr<Transfer> transfer = std::move(it->second);
+      active_.erase(it);
+      Status status;
+      if (transfer->aborted_by_handler) {
+        status = Cancelled("aborted by the response handler");
+      } else if (code != CURLE_OK) {
+        std::string detail = transfer->error[0] ? transfer->error : curl_easy_strerror(code);
+        status = Unavailable(detail);
+      } else if (!transfer->headers_delivered) {
+        // A response without a final blank header line (e.g. HEAD on some servers): deliver now.
+        transfer->headers_delivered = true;
+        if (!transfer->handler->OnHeaders(transfer->http_status, transfer->response_headers))
+          status = Cancelled("aborted by the response handler");
+      }
+      Finish(*transfer, status);
+      if (idle_handles_.size() < 256) {
+        idle_handles_.push_back(easy);
+      } else {
+        curl_easy_cleanup(easy);
+      }
+    }
+  }
+
+  static void Finish(Transfer& t, const Status& status) {
+    curl_slist_free_all(t.header_list);
+    t.header_list = nullptr;
+    auto handler = std::move(t.handler);
+    handler->OnComplete(status);
+  }
+
+  void DrainAfterStop() {
+    std::deque<std::unique_ptr<Transfer>> incoming;
+    std::vector<std::function<void()>> timers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming.swap(incoming_);
+      while (!timers_.empty()) {
+        timers.push_back(timers_.top().fn);
+        timers_.pop();
+      }
+    }
+    for (auto& t : incoming) t->handler->OnComplete(Cancelled("client closed"));
+    for (auto& fn : timers) fn();
+  }
+
+  const CurlOptions options_;
+  const pid_t owner_pid_;
+  CURLM* multi_ = nullptr;
+  std::thread loop_;
+
+  std::mutex mu_;  // guards the fields below it
+  bool stopping_ = false;
+  std::deque<std::unique_ptr<Transfer>> incoming_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  uint64_t timer_seq_ = 0;
+
+  // Loop-thread only.
+  std::unordered_map<CURL*, std::unique_ptr<Transfer>> active_;
+  std::vector<CURL*> idle_handles_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> MakeCurlTransport(const CurlOptions& options) {
+  return std::make_unique<CurlTransport>(options);
+}
+
+}  // namespace s3stream::internal

@@ -1,0 +1,107 @@
+#include "s3stream/object_writer.h"
+
+#include <algorithm>
+
+namespace s3stream {
+
+namespace {
+constexpr size_t kMinPartSize = 5 << 20;
+constexpr int kPartsPerDoubling = 1000;
+}  // namespace
+
+Result<std::unique_ptr<ObjectWriter>> ObjectWriter::Create(std::shared_ptr<ObjectStore> store, std::string key,
+                                                           WriterOptions options) {
+  if (options.part_size < kMinPartSize) {
+    return InvalidArgument("part_size must be at least 5 MiB (S3's minimum part size), got " +
+                           std::to_string(options.part_size));
+  }
+  if (options.max_inflight_parts < 1) return InvalidArgument("max_inflight_parts must be at least 1");
+  if (key.empty() || key.back() == '/') {
+    return InvalidArgument("cannot write to " + store->Describe(key) + ": the URI must name an object, not a prefix");
+  }
+  return std::unique_ptr<ObjectWriter>(new ObjectWriter(std::move(store), std::move(key), options));
+}
+
+ObjectWriter::ObjectWriter(std::shared_ptr<ObjectStore> store, std::string key, WriterOptions options)
+    : store_(std::move(store)), key_(std::move(key)), options_(options) {}
+
+ObjectWriter::~ObjectWriter() { Abort(); }
+
+size_t ObjectWriter::CurrentPartSize() const {
+  return options_.part_size << std::min(8, (next_part_ - 1) / kPartsPerDoubling);
+}
+
+Status ObjectWriter::Write(std::span<const uint8_t> bytes) {
+  if (finished_) return error_.ok() ? InvalidArgument("write to " + store_->Describe(key_) + " after close") : error_;
+  while (!bytes.empty()) {
+    if (!part_.valid()) part_ = Buffer::Allocate(CurrentPartSize());
+    size_t n = std::min(bytes.size(), part_.capacity() - part_.size());
+    part_.Append(bytes.first(n));
+    bytes = bytes.subspan(n);
+    bytes_written_ += n;
+    if (part_.size() == part_.capacity()) S3S_RETURN_IF_ERROR(FlushPart());
+  }
+  return Status::Ok();
+}
+
+Status ObjectWriter::FlushPart() {
+  if (upload_id_.empty()) {
+    Result<std::string> id = store_->CreateMultipartUpload(key_).Take();
+    if (!id.ok()) return Fail(id.status());
+    upload_id_ = *id;
+  }
+  while (static_cast<int>(inflight_.size()) >= options_.max_inflight_parts) S3S_RETURN_IF_ERROR(WaitOldest());
+  int number = next_part_++;
+  inflight_.push_back({number, store_->UploadPart(key_, upload_id_, number, std::move(part_))});
+  part_ = Buffer();
+  return Status::Ok();
+}
+
+Status ObjectWriter::WaitOldest() {
+  InflightPart part = std::move(inflight_.front());
+  inflight_.pop_front();
+  Result<std::string> etag = part.etag.Take();
+  if (!etag.ok()) return Fail(etag.status());
+  completed_.push_back({part.number, *etag});
+  return Status::Ok();
+}
+
+Status ObjectWriter::Close() {
+  if (finished_) return error_;
+  if (upload_id_.empty()) {
+    // Never filled a part: one PUT (also for an empty object).
+    Result<std::string> etag = store_->Put(key_, part_.valid() ? std::move(part_) : Buffer::Allocate(0)).Take();
+    if (!etag.ok()) return Fail(etag.status());
+    finished_ = true;
+    return Status::Ok();
+  }
+  if (part_.valid() && !part_.empty()) S3S_RETURN_IF_ERROR(FlushPart());
+  while (!inflight_.empty()) S3S_RETURN_IF_ERROR(WaitOldest());
+  Status done = store_->CompleteMultipartUpload(key_, upload_id_, completed_).Take();
+  if (!done.ok()) return Fail(done);
+  finished_ = true;
+  upload_id_.clear();
+  return Status::Ok();
+}
+
+Status ObjectWriter::Fail(Status status) {
+  error_ = status;
+  Abort();
+  return status;
+}
+
+void ObjectWriter::Abort() {
+  if (finished_ && upload_id_.empty()) return;
+  finished_ = true;
+  if (error_.ok()) error_ = Cancelled("upload of " + store_->Describe(key_) + " was aborted");
+  part_ = Buffer();
+  // Parts still uploading would otherwise land after the abort and leave storage behind.
+  for (auto& part : inflight_) part.etag.Wait();
+  inflight_.clear();
+  if (!upload_id_.empty()) {
+    store_->AbortMultipartUpload(key_, upload_id_).Wait();
+    upload_id_.clear();
+  }
+}
+
+}  // namespace s3stream

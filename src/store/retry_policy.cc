@@ -1,0 +1,23 @@
+#include "store/retry_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace s3stream::internal {
+
+bool IsRetryableHttp(int http_status, const std::string& s3_code) {
+  if (http_status == 500 || http_status == 502 || http_status == 503 || http_status == 504) return true;
+  if (http_status == 429) return true;  // some S3-compatible stores throttle with 429
+  return s3_code == "SlowDown" || s3_code == "RequestTimeout" || s3_code == "InternalError" ||
+         s3_code == "ServiceUnavailable";
+}
+
+std::chrono::milliseconds RetryPolicy::Backoff(int attempt) const {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  double cap = std::min(max_delay_s_, base_delay_s_ * std::pow(2.0, std::max(0, attempt - 1)));
+  std::uniform_real_distribution<double> dist(0.0, cap);
+  return std::chrono::milliseconds(static_cast<long long>(dist(rng) * 1000.0));
+}
+
+}  // namespace s3stream::internal

@@ -1,0 +1,154 @@
+#include "store/s3_store.h"
+
+#include <ctime>
+
+namespace s3stream::internal {
+namespace {
+
+std::string Encode(std::string_view v) { return UriEncode(v, /*keep_slash=*/false); }
+
+// Threading: stateless beyond the immutable context; every call is independent.
+class S3Store final : public ObjectStore {
+ public:
+  S3Store(std::shared_ptr<const S3Context> ctx, std::string bucket) : ctx_(std::move(ctx)), bucket_(std::move(bucket)) {}
+
+  std::string Describe(const std::string& key) const override { return "s3://" + bucket_ + "/" + key; }
+
+  Future<Status> Get(const std::string& key, const GetOptions& options, std::shared_ptr<BodySink> sink) override {
+    return StartS3Get(ctx_, bucket_, key, options, std::move(sink));
+  }
+
+  Future<Result<ObjectInfo>> Head(const std::string& key) override { return StartS3Head(ctx_, bucket_, key); }
+
+  Future<Result<ListPage>> List(const ListRequest& request) override {
+    std::string query = "list-type=2&encoding-type=url&max-keys=" + std::to_string(request.max_keys) +
+                        "&prefix=" + Encode(request.prefix);
+    if (!request.delimiter.empty()) query += "&delimiter=" + Encode(request.delimiter);
+    if (!request.continuation_token.empty()) query += "&continuation-token=" + Encode(request.continuation_token);
+    Promise<Result<ListPage>> promise;
+    Run("LIST", "s3://" + bucket_ + "/" + request.prefix + "*", "GET", {bucket_, "", query}, {}, {},
+        [promise](Result<BufferedResponse> r) mutable {
+          if (!r.ok()) return promise.Set(r.status());
+          promise.Set(ParseListObjectsV2(r->body));
+        });
+    return promise.future();
+  }
+
+  Future<Result<std::string>> Put(const std::string& key, Buffer data) override {
+    Promise<Result<std::string>> promise;
+    Run("PUT", Describe(key), "PUT", {bucket_, key, ""}, {}, std::move(data), [promise](Result<BufferedResponse> r) mutable {
+      promise.Set(r.ok() ? Result<std::string>(EtagOf(*r)) : Result<std::string>(r.status()));
+    });
+    return promise.future();
+  }
+
+  Future<Status> Delete(const std::string& key) override {
+    Promise<Status> promise;
+    Run("DELETE", Describe(key), "DELETE", {bucket_, key, ""}, {}, {},
+        [promise](Result<BufferedResponse> r) mutable { promise.Set(r.status()); });
+    return promise.future();
+  }
+
+  Future<Result<std::string>> CreateMultipartUpload(const std::string& key) override {
+    Promise<Result<std::string>> promise;
+    Run("CreateMultipartUpload", Describe(key), "POST", {bucket_, key, "uploads="}, {}, {},
+        [promise](Result<BufferedResponse> r) mutable {
+          if (!r.ok()) return promise.Set(r.status());
+          promise.Set(ParseInitiateMultipartUpload(r->body));
+        });
+    return promise.future();
+  }
+
+  Future<Result<std::string>> UploadPart(const std::string& key, const std::string& upload_id, int part_number,
+                                         Buffer data) override {
+    Promise<Result<std::string>> promise;
+    std::string query = "partNumber=" + std::to_string(part_number) + "&uploadId=" + Encode(upload_id);
+    Run("UploadPart " + std::to_string(part_number) + " of", Describe(key), "PUT", {bucket_, key, query}, {},
+        std::move(data), [promise](Result<BufferedResponse> r) mutable {
+          promise.Set(r.ok() ? Result<std::string>(EtagOf(*r)) : Result<std::string>(r.status()));
+        });
+    return promise.future();
+  }
+
+  Future<Status> CompleteMultipartUpload(const std::string& key, const std::string& upload_id,
+                                         const std::vector<CompletedPart>& parts) override {
+    Promise<Status> promise;
+    Buffer body = Buffer::CopyOf(BuildCompleteMultipartUpload(parts));
+    Run("CompleteMultipartUpload", Describe(key), "POST", {bucket_, key, "uploadId=" + Encode(upload_id)},
+        {{"Content-Type", "application/xml"}}, std::move(body),
+        [promise](Result<BufferedResponse> r) mutable { promise.Set(r.status()); });
+    return promise.future();
+  }
+
+  Future<Status> AbortMultipartUpload(const std::string& key, const std::string& upload_id) override {
+    Promise<Status> promise;
+    Run("AbortMultipartUpload", Describe(key), "DELETE", {bucket_, key, "uploadId=" + Encode(upload_id)}, {}, {},
+        [promise](Result<BufferedResponse> r) mutable { promise.Set(r.status()); });
+    return promise.future();
+  }
+
+ private:
+  static std::string EtagOf(const BufferedResponse& r) {
+    const std::string* etag = FindHeader(r.headers, "ETag");
+    return etag ? StripQuotes(*etag) : "";
+  }
+
+  void Run(const std::string& op, const std::string& object, const std::string& method, S3Address address,
+           HttpHeaders headers, Buffer body, std::function<void(Result<BufferedResponse>)> done) {
+    auto ctx = ctx_;
+    ExecuteWithRetry(
+        ctx_, MakeErrorContext(*ctx_, op, bucket_, object),
+        [ctx, method, address = std::move(address), headers = std::move(headers), body = std::move(body)] {
+          return MakeS3Request(*ctx, method, address, headers, body);
+        },
+        std::move(done));
+  }
+
+  const std::shared_ptr<const S3Context> ctx_;
+  const std::string bucket_;
+};
+
+}  // namespace
+
+std::unique_ptr<ObjectStore> MakeS3Store(std::shared_ptr<const S3Context> ctx, std::string bucket) {
+  return std::make_unique<S3Store>(std::move(ctx), std::move(bucket));
+}
+
+Future<Result<ObjectInfo>> StartS3Head(std::shared_ptr<const S3Context> ctx, std::string bucket, std::string key) {
+  Promise<Result<ObjectInfo>> promise;
+  std::string object = "s3://" + bucket + "/" + key;
+  auto c = ctx;
+  S3Address address{bucket, key, ""};
+  ExecuteWithRetry(
+      ctx, MakeErrorContext(*ctx, "HEAD", bucket, object), [c, address] { return MakeS3Request(*c, "HEAD", address); },
+      [promise, key](Result<BufferedResponse> r) mutable {
+        if (!r.ok()) return promise.Set(r.status());
+        ObjectInfo info;
+        info.key = key;
+        if (const std::string* cl = FindHeader(r->headers, "Content-Length")) info.size = std::strtoull(cl->c_str(), nullptr, 10);
+        if (const std::string* etag = FindHeader(r->headers, "ETag")) info.etag = StripQuotes(*etag);
+        if (const std::string* lm = FindHeader(r->headers, "Last-Modified")) info.last_modified = HttpDateToIso8601(*lm);
+        promise.Set(std::move(info));
+      });
+  return promise.future();
+}
+
+bool ParseContentRange(std::string_view value, uint64_t* first, uint64_t* last, uint64_t* total) {
+  unsigned long long a = 0, b = 0, t = 0;
+  std::string s(value);
+  if (std::sscanf(s.c_str(), "bytes %llu-%llu/%llu", &a, &b, &t) != 3 || b < a || b >= t) return false;
+  *first = a;
+  *last = b;
+  *total = t;
+  return true;
+}
+
+std::string HttpDateToIso8601(const std::string& http_date) {
+  std::tm tm{};
+  if (!strptime(http_date.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) return http_date;
+  char out[32];
+  std::strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  return out;
+}
+
+}  // namespace s3stream::internal
