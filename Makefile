@@ -1,0 +1,33 @@
+# The one entry point: `make test` installs what is missing, builds, and runs every test.
+PYTHON ?= python3
+JOBS ?= $(shell nproc)
+CPP_BUILD := build/cpp
+ASAN_BUILD := build/cpp-asan
+
+.PHONY: test deps install cpp-test cpp-test-asan py-test clean
+
+test: deps cpp-test cpp-test-asan install py-test
+
+deps:
+	PYTHON=$(PYTHON) ./scripts/install_deps.sh
+
+# The Python package, built by scikit-build-core against the same CMake project.
+install:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-build-isolation .
+
+cpp-test:
+	cmake -S . -B $(CPP_BUILD) -G Ninja -DS3STREAM_BUILD_TESTS=ON -DPython_EXECUTABLE=$$(command -v $(PYTHON))
+	cmake --build $(CPP_BUILD) -j $(JOBS)
+	ctest --test-dir $(CPP_BUILD) --output-on-failure -j $(JOBS)
+
+# The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+cpp-test-asan:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DS3STREAM_BUILD_TESTS=ON -DS3STREAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+py-test:
+	cd tests/python && $(PYTHON) -m pytest -q
+
+clean:
+	rm -rf build

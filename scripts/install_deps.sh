@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building and testing s3stream needs on a fresh Debian/Ubuntu machine:
+# system libraries from apt, Python tools and test dependencies from PyPI. Idempotent.
+set -euo pipefail
+
+APT_PACKAGES=(
+  g++ cmake ninja-build pkg-config
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libgtest-dev
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" ||
+    { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; }
+fi
+
+PYTHON="${PYTHON:-python3}"
+# torch is pinned in tests/requirements.txt: an unpinned torch would pull a multi-GB CUDA build.
+"$PYTHON" -m pip install --quiet --disable-pip-version-check \
+  "scikit-build-core>=0.10" "nanobind>=2.0" -r tests/requirements.txt

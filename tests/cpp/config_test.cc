@@ -1,0 +1,385 @@
+#include "s3stream/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+namespace s3stream {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSecret[] = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+
+// A fake environment and a private HOME with the two shared files under it.
+class ConfigTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    home_ = fs::temp_directory_path() / ("s3stream_config_test_" + std::to_string(std::random_device()()));
+    fs::create_directories(home_ / ".aws");
+    vars_["HOME"] = home_.string();
+  }
+  void TearDown() override { fs::remove_all(home_); }
+
+  Environment Env() const {
+    return Environment{[vars = vars_](const std::string& name) -> std::optional<std::string> {
+      auto it = vars.find(name);
+      return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    }};
+  }
+  void WriteFile(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+  void WriteCredentials(const std::string& text) { WriteFile(credentials_path(), text); }
+  void WriteConfig(const std::string& text) { WriteFile(config_path(), text); }
+  fs::path credentials_path() const { return home_ / ".aws" / "credentials"; }
+  fs::path config_path() const { return home_ / ".aws" / "config"; }
+
+  ResolvedConfig Resolve(const ClientConfig& c = {}) {
+    auto r = ResolveConfig(c, Env());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r.value() : ResolvedConfig{};
+  }
+  Status ResolveError(const ClientConfig& c = {}) {
+    auto r = ResolveConfig(c, Env());
+    EXPECT_FALSE(r.ok());
+    return r.status();
+  }
+
+  fs::path home_;
+  std::map<std::string, std::string> vars_;
+};
+
+TEST_F(ConfigTest, DefaultsWithNothingConfigured) {
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.region, "us-east-1");
+  EXPECT_EQ(r.endpoint, "https://s3.us-east-1.amazonaws.com");
+  EXPECT_TRUE(r.endpoint_is_aws);
+  EXPECT_FALSE(r.path_style);
+  EXPECT_FALSE(r.credentials.has_value());
+  EXPECT_EQ(r.credentials_source, "none");
+  EXPECT_EQ(r.options.max_attempts, 5);
+}
+
+TEST_F(ConfigTest, RegionPrecedence) {
+  WriteConfig("[default]\nregion = from-profile\n");
+  EXPECT_EQ(Resolve().region, "from-profile");
+  vars_["AWS_DEFAULT_REGION"] = "from-default-region";
+  EXPECT_EQ(Resolve().region, "from-default-region");
+  vars_["AWS_REGION"] = "from-region";
+  EXPECT_EQ(Resolve().region, "from-region");
+  ClientConfig c;
+  c.region = "explicit";
+  EXPECT_EQ(Resolve(c).region, "explicit");
+  EXPECT_EQ(Resolve(c).endpoint, "https://s3.explicit.amazonaws.com");
+}
+
+TEST_F(ConfigTest, EmptyValuesCountAsUnset) {
+  vars_["AWS_REGION"] = "";
+  vars_["AWS_DEFAULT_REGION"] = "eu-west-1";
+  ClientConfig c;
+  c.endpoint_url = "";
+  ResolvedConfig r = Resolve(c);
+  EXPECT_EQ(r.region, "eu-west-1");
+  EXPECT_EQ(r.endpoint, "https://s3.eu-west-1.amazonaws.com");
+}
+
+TEST_F(ConfigTest, ChinaRegionsUseTheirOwnDomain) {
+  ClientConfig c;
+  c.region = "cn-north-1";
+  EXPECT_EQ(Resolve(c).endpoint, "https://s3.cn-north-1.amazonaws.com.cn");
+}
+
+TEST_F(ConfigTest, EndpointPrecedence) {
+  WriteConfig("[default]\nendpoint_url = http://global-profile:1\ns3 =\n  endpoint_url = http://s3-profile:2\n");
+  EXPECT_EQ(Resolve().endpoint, "http://s3-profile:2");
+  vars_["AWS_ENDPOINT_URL"] = "http://global-env:3";
+  EXPECT_EQ(Resolve().endpoint, "http://global-env:3");
+  vars_["AWS_ENDPOINT_URL_S3"] = "http://s3-env:4";
+  EXPECT_EQ(Resolve().endpoint, "http://s3-env:4");
+  ClientConfig c;
+  c.endpoint_url = "http://explicit:5";
+  EXPECT_EQ(Resolve(c).endpoint, "http://explicit:5");
+}
+
+TEST_F(ConfigTest, GlobalProfileEndpointWithoutS3Block) {
+  WriteConfig("[default]\nendpoint_url = http://global-profile:1/\n");
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.endpoint, "http://global-profile:1");
+  EXPECT_FALSE(r.endpoint_is_aws);
+}
+
+TEST_F(ConfigTest, CredentialPrecedence) {
+  WriteConfig("[default]\naws_access_key_id = AKID_CONFIG\naws_secret_access_key = s-config\n");
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_CONFIG");
+  EXPECT_EQ(r.credentials_source, "profile default");
+
+  WriteCredentials("[default]\naws_access_key_id = AKID_FILE\naws_secret_access_key = s-file\naws_session_token = t-file\n");
+  r = Resolve();
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_FILE");
+  EXPECT_EQ(r.credentials->secret_access_key, "s-file");
+  EXPECT_EQ(r.credentials->session_token, "t-file");
+  EXPECT_EQ(r.credentials_source, "profile default");
+
+  vars_["AWS_ACCESS_KEY_ID"] = "AKID_ENV";
+  vars_["AWS_SECRET_ACCESS_KEY"] = "s-env";
+  r = Resolve();
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_ENV");
+  EXPECT_EQ(r.credentials->session_token, "");  // never mixed with the file's token
+  EXPECT_EQ(r.credentials_source, "environment");
+
+  vars_["AWS_SESSION_TOKEN"] = "t-env";
+  EXPECT_EQ(Resolve().credentials->session_token, "t-env");
+
+  ClientConfig c;
+  c.access_key_id = "AKID_EXPLICIT";
+  c.secret_access_key = "s-explicit";
+  r = Resolve(c);
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_EXPLICIT");
+  EXPECT_EQ(r.credentials->session_token, "");
+  EXPECT_EQ(r.credentials_source, "explicit");
+}
+
+TEST_F(ConfigTest, TokenWithoutKeysIsIgnored) {
+  vars_["AWS_SESSION_TOKEN"] = "stale";
+  WriteCredentials("[default]\naws_access_key_id = AKID_FILE\naws_secret_access_key = s-file\n");
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.credentials_source, "profile default");
+  EXPECT_EQ(r.credentials->session_token, "");
+}
+
+TEST_F(ConfigTest, AnonymousIgnoresEveryCredential) {
+  vars_["AWS_ACCESS_KEY_ID"] = "AKID_ENV";
+  vars_["AWS_SECRET_ACCESS_KEY"] = "s-env";
+  ClientConfig c;
+  c.anonymous = true;
+  c.access_key_id = "AKID";
+  c.secret_access_key = "s";
+  ResolvedConfig r = Resolve(c);
+  EXPECT_FALSE(r.credentials.has_value());
+  EXPECT_EQ(r.credentials_source, "anonymous");
+}
+
+TEST_F(ConfigTest, ProfileSelection) {
+  WriteCredentials("[default]\naws_access_key_id = AKID_DEFAULT\naws_secret_access_key = s\n"
+              "[dev]\naws_access_key_id = AKID_DEV\naws_secret_access_key = s\n"
+              "[prod]\naws_access_key_id = AKID_PROD\naws_secret_access_key = s\n");
+  WriteConfig("[default]\nregion = r-default\n"
+         "[profile dev]\nregion = r-dev\n"
+         "[prod]\nregion = r-not-a-profile\n");  // the config file needs the "profile " prefix
+  EXPECT_EQ(Resolve().credentials->access_key_id, "AKID_DEFAULT");
+  EXPECT_EQ(Resolve().region, "r-default");
+
+  vars_["AWS_PROFILE"] = "dev";
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_DEV");
+  EXPECT_EQ(r.region, "r-dev");
+  EXPECT_EQ(r.credentials_source, "profile dev");
+
+  ClientConfig c;
+  c.profile = "prod";  // beats AWS_PROFILE
+  r = Resolve(c);
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_PROD");
+  EXPECT_EQ(r.region, "us-east-1");
+}
+
+TEST_F(ConfigTest, FileLocationsFromEnvironment) {
+  fs::path creds = home_ / "elsewhere-credentials";
+  fs::path conf = home_ / "elsewhere-config";
+  WriteFile(creds, "[default]\naws_access_key_id = AKID_ELSEWHERE\naws_secret_access_key = s\n");
+  WriteFile(conf, "[default]\nregion = r-elsewhere\n");
+  WriteCredentials("[default]\naws_access_key_id = AKID_HOME\naws_secret_access_key = s\n");
+  vars_["AWS_SHARED_CREDENTIALS_FILE"] = creds.string();
+  vars_["AWS_CONFIG_FILE"] = "~/elsewhere-config";  // '~' expands to HOME
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_ELSEWHERE");
+  EXPECT_EQ(r.region, "r-elsewhere");
+}
+
+TEST_F(ConfigTest, IniSyntax) {
+  WriteConfig("# leading comment\n"
+         "; another\n"
+         "[ profile   dev ]   \n"
+         "  region=eu-central-1   # trailing comment\n"
+         "\n"
+         "s3 =\n"
+         "    addressing_style = path\n"
+         "    ; comment inside the block\n"
+         "\tendpoint_url = http://nested:9000/\n"
+         "aws_access_key_id = AKID_CFG\r\n"
+         "aws_secret_access_key = abc#def;ghi\n"
+         "[profile other]\n"
+         "region = not-this-one\n");
+  vars_["AWS_PROFILE"] = "dev";
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.region, "eu-central-1");
+  EXPECT_EQ(r.endpoint, "http://nested:9000");
+  EXPECT_TRUE(r.path_style);
+  EXPECT_EQ(r.credentials->access_key_id, "AKID_CFG");              // back at the top level
+  EXPECT_EQ(r.credentials->secret_access_key, "abc#def;ghi");  // '#' not after whitespace: data
+}
+
+TEST_F(ConfigTest, NestedAddressingStyleVirtualOnCustomEndpoint) {
+  WriteConfig("[default]\ns3 =\n  addressing_style = virtual\n");
+  ClientConfig c;
+  c.endpoint_url = "http://minio.local:9000";
+  EXPECT_FALSE(Resolve(c).path_style);
+  c.addressing_style = AddressingStyle::kPath;  // explicit beats the profile
+  EXPECT_TRUE(Resolve(c).path_style);
+}
+
+TEST_F(ConfigTest, BadAddressingStyleInProfile) {
+  WriteConfig("[default]\ns3 =\n  addressing_style = sideways\n");
+  Status s = ResolveError();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sideways"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("path, virtual, auto"), std::string::npos) << s.message();
+}
+
+TEST_F(ConfigTest, MissingNamedProfileIsAnError) {
+  WriteCredentials("[default]\naws_access_key_id = AKID\naws_secret_access_key = s\n");
+  vars_["AWS_PROFILE"] = "nope";
+  Status s = ResolveError();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'nope'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("AWS_PROFILE"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(credentials_path().string()), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(config_path().string()), std::string::npos) << s.message();
+
+  ClientConfig c;
+  c.profile = "also-missing";
+  s = ResolveError(c);
+  EXPECT_NE(s.message().find("'also-missing'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("ClientConfig.profile"), std::string::npos) << s.message();
+}
+
+TEST_F(ConfigTest, MissingDefaultProfileIsFine) {
+  WriteConfig("[profile dev]\nregion = x\n");
+  EXPECT_EQ(Resolve().credentials_source, "none");
+}
+
+TEST_F(ConfigTest, PartialCredentialsNameWhatIsMissing) {
+  ClientConfig c;
+  c.access_key_id = "AKID";
+  Status s = ResolveError(c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ClientConfig.secret_access_key is missing"), std::string::npos) << s.message();
+
+  vars_["AWS_SECRET_ACCESS_KEY"] = kSecret;
+  s = ResolveError();
+  EXPECT_NE(s.message().find("AWS_ACCESS_KEY_ID is missing"), std::string::npos) << s.message();
+  vars_.erase("AWS_SECRET_ACCESS_KEY");
+
+  WriteCredentials(std::string("[default]\naws_secret_access_key = ") + kSecret + "\n");
+  s = ResolveError();
+  EXPECT_NE(s.message().find("aws_access_key_id in profile 'default'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(credentials_path().string()), std::string::npos) << s.message();
+}
+
+TEST_F(ConfigTest, EndpointValidation) {
+  ClientConfig c;
+  for (std::string bad : {"127.0.0.1:9000", "ftp://host", "http://", "s3.example.com"}) {
+    c.endpoint_url = bad;
+    Status s = ResolveError(c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("'" + bad + "'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("http://127.0.0.1:9000"), std::string::npos) << s.message();  // an example
+  }
+  vars_["AWS_ENDPOINT_URL"] = "localhost:9000";
+  EXPECT_NE(ResolveError().message().find("AWS_ENDPOINT_URL"), std::string::npos);
+
+  c.endpoint_url = "http://127.0.0.1:9000///";
+  EXPECT_EQ(Resolve(c).endpoint, "http://127.0.0.1:9000");
+  c.endpoint_url = "HTTPS://minio.example.com";
+  EXPECT_EQ(Resolve(c).endpoint, "https://minio.example.com");
+}
+
+TEST_F(ConfigTest, PathStyleAutoRules) {
+  struct Case {
+    std::optional<std::string> endpoint;
+    AddressingStyle style;
+    bool is_aws, path_style;
+  } cases[] = {
+      {std::nullopt, AddressingStyle::kAuto, true, false},
+      {std::nullopt, AddressingStyle::kPath, true, true},
+      {"https://s3.eu-west-1.amazonaws.com", AddressingStyle::kAuto, true, false},
+      {"https://s3.cn-north-1.amazonaws.com.cn", AddressingStyle::kAuto, true, false},
+      {"https://notamazonaws.com", AddressingStyle::kAuto, false, true},
+      {"http://127.0.0.1:9000", AddressingStyle::kAuto, false, true},
+      {"http://[::1]:9000", AddressingStyle::kAuto, false, true},
+      {"http://127.0.0.1:9000", AddressingStyle::kVirtual, false, false},
+  };
+  for (const Case& k : cases) {
+    ClientConfig c;
+    c.endpoint_url = k.endpoint;
+    c.addressing_style = k.style;
+    ResolvedConfig r = Resolve(c);
+    EXPECT_EQ(r.endpoint_is_aws, k.is_aws) << k.endpoint.value_or("(AWS)");
+    EXPECT_EQ(r.path_style, k.path_style) << k.endpoint.value_or("(AWS)");
+  }
+}
+
+TEST_F(ConfigTest, OptionValidation) {
+  auto expect_invalid = [&](auto mutate, const char* name) {
+    ClientConfig c;
+    mutate(c);
+    Status s = ResolveError(c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+  };
+  expect_invalid([](ClientConfig& c) { c.max_attempts = 0; }, "max_attempts");
+  expect_invalid([](ClientConfig& c) { c.max_inflight = 0; }, "max_inflight");
+  expect_invalid([](ClientConfig& c) { c.connect_timeout_s = 0; }, "connect_timeout_s");
+  expect_invalid([](ClientConfig& c) { c.low_speed_time_s = -1; }, "low_speed_time_s");
+  expect_invalid([](ClientConfig& c) { c.low_speed_limit = -1; }, "low_speed_limit");
+  expect_invalid([](ClientConfig& c) { c.retry_base_delay_s = -0.1; }, "retry_base_delay_s");
+  expect_invalid([](ClientConfig& c) { c.retry_max_delay_s = 0.01; }, "retry_max_delay_s");
+  expect_invalid([](ClientConfig& c) { c.connect_timeout_s = std::nan(""); }, "connect_timeout_s");
+}
+
+TEST_F(ConfigTest, NoErrorMessageContainsTheSecret) {
+  std::vector<Status> errors;
+  ClientConfig c;
+  c.secret_access_key = kSecret;
+  errors.push_back(ResolveError(c));  // explicit, missing key id
+
+  vars_["AWS_SECRET_ACCESS_KEY"] = kSecret;
+  vars_["AWS_SESSION_TOKEN"] = kSecret;
+  errors.push_back(ResolveError());  // environment, missing key id
+  vars_.clear();
+  vars_["HOME"] = home_.string();
+
+  WriteConfig(std::string("[default]\naws_secret_access_key = ") + kSecret + "\ns3 =\n  addressing_style = bad\n");
+  errors.push_back(ResolveError());  // profile: bad style
+  WriteConfig(std::string("[default]\naws_secret_access_key = ") + kSecret + "\n");
+  errors.push_back(ResolveError());  // profile: missing key id
+
+  c = {};
+  c.access_key_id = "AKID";
+  c.secret_access_key = kSecret;
+  c.endpoint_url = "nope";
+  errors.push_back(ResolveError(c));
+  c.endpoint_url.reset();
+  c.profile = "missing";
+  errors.push_back(ResolveError(c));
+
+  for (const Status& s : errors) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(s.message().find(kSecret), std::string::npos) << s.message();
+  }
+}
+
+TEST(Environment, ProcessReadsTheRealEnvironment) {
+  ::setenv("S3STREAM_CONFIG_TEST_VAR", "value", 1);
+  Environment env = Environment::Process();
+  EXPECT_EQ(env.getenv("S3STREAM_CONFIG_TEST_VAR"), "value");
+  ::unsetenv("S3STREAM_CONFIG_TEST_VAR");
+  EXPECT_EQ(env.getenv("S3STREAM_CONFIG_TEST_VAR"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace s3stream

@@ -1,0 +1,59 @@
+// A store that forwards to another and lets a test watch or sabotage calls: counts GETs and the
+// most in flight at once, and can fail UploadPart.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "s3stream/object_store.h"
+
+namespace s3stream::testing {
+
+class DelegatingStore : public ObjectStore {
+ public:
+  explicit DelegatingStore(std::shared_ptr<ObjectStore> inner) : inner_(std::move(inner)) {}
+
+  std::atomic<int> gets{0};
+  std::atomic<int> inflight{0};
+  std::atomic<int> max_inflight{0};
+  std::atomic<int> aborts{0};
+  std::atomic<int> fail_upload_part{0};  // part number to fail, 0 for none
+
+  std::string Describe(const std::string& key) const override { return inner_->Describe(key); }
+  Future<Status> Get(const std::string& key, const GetOptions& options, std::shared_ptr<BodySink> sink) override {
+    ++gets;
+    int now = ++inflight;
+    int seen = max_inflight.load();
+    while (now > seen && !max_inflight.compare_exchange_weak(seen, now)) {
+    }
+    Future<Status> f = inner_->Get(key, options, std::move(sink));
+    f.Then([this](const Status&) { --inflight; });
+    return f;
+  }
+  Future<Result<ObjectInfo>> Head(const std::string& key) override { return inner_->Head(key); }
+  Future<Result<ListPage>> List(const ListRequest& r) override { return inner_->List(r); }
+  Future<Result<std::string>> Put(const std::string& key, Buffer data) override { return inner_->Put(key, std::move(data)); }
+  Future<Status> Delete(const std::string& key) override { return inner_->Delete(key); }
+  Future<Result<std::string>> CreateMultipartUpload(const std::string& key) override {
+    return inner_->CreateMultipartUpload(key);
+  }
+  Future<Result<std::string>> UploadPart(const std::string& key, const std::string& id, int n, Buffer data) override {
+    if (n == fail_upload_part.load()) {
+      return Future<Result<std::string>>::Ready(Unavailable("injected failure of part " + std::to_string(n)));
+    }
+    return inner_->UploadPart(key, id, n, std::move(data));
+  }
+  Future<Status> CompleteMultipartUpload(const std::string& key, const std::string& id,
+                                         const std::vector<CompletedPart>& parts) override {
+    return inner_->CompleteMultipartUpload(key, id, parts);
+  }
+  Future<Status> AbortMultipartUpload(const std::string& key, const std::string& id) override {
+    ++aborts;
+    return inner_->AbortMultipartUpload(key, id);
+  }
+
+ private:
+  std::shared_ptr<ObjectStore> inner_;
+};
+
+}  // namespace s3stream::testing
