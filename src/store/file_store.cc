@@ -61,12 +61,15 @@ Status ErrnoStatus(int err, const std::string& object) {
 }
 
 std::string RandomHex(size_t bytes) {
-  // Seeded per thread from the OS: temp names and upload ids must not collide across threads or
-  // processes (forked DataLoader workers share no state with their parent's generator).
-  thread_local std::mt19937_64 rng([] {
+  // Seeded per thread from the OS, and again after fork (a child inherits its parent's generator
+  // state and would otherwise draw the same temp names and upload ids).
+  thread_local std::mt19937_64 rng;
+  thread_local pid_t seeded_for = 0;
+  if (seeded_for != ::getpid()) {
     std::random_device rd;
-    return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
-  }());
+    seeded_for = ::getpid();
+    rng.seed((uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(seeded_for));
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(bytes * 2);
@@ -197,24 +200,30 @@ Status CopyFd(int src_fd, int dst_fd, uint64_t size, const std::string& object) 
 // Threading and ownership: Submit is thread-safe. The destructor finishes every queued task (running
 // some itself) and then joins the workers. If the last owner destroys the pool from inside a task
 // (a Future callback dropping the store), that worker is detached instead of joining itself; it only
-// touches the shared State afterwards, which it co-owns. After fork() the parent's workers do not
-// exist in the child: their handles are abandoned (never joined) and the child starts its own.
+// touches the shared State afterwards, which it co-owns.
+// fork(): the child has none of the parent's workers, and the parent's State may have been locked at
+// the instant of the fork, so a child never touches it: its first Submit installs a fresh State and
+// leaks the old one (with the parent's queued tasks, which are the parent's business).
 class ThreadPool {
  public:
-  ThreadPool() : state_(std::make_shared<State>()) {}
+  ThreadPool() : current_(new Current{std::make_shared<State>()}) {}
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   ~ThreadPool() {
+    Current* current = current_.load(std::memory_order_acquire);
+    const std::shared_ptr<State> state = current->state;
+    if (state->pid != ::getpid()) return;  // inherited across fork and never used here: leak it
+    delete current;
     std::vector<std::thread> threads;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      state_->stopping = true;
-      if (state_->pid == ::getpid()) threads.swap(state_->threads);
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->stopping = true;
+      threads.swap(state->threads);
     }
-    state_->cv.notify_all();
+    state->cv.notify_all();
     // Help drain, so no task runs after the store's members are gone even if the caller is a worker.
-    while (RunOne(*state_)) {
+    while (RunOne(*state)) {
     }
     for (auto& t : threads) {
       if (t.get_id() == std::this_thread::get_id()) {
@@ -226,25 +235,19 @@ class ThreadPool {
   }
 
   void Submit(std::function<void()> task) {
+    const std::shared_ptr<State> state = StateForThisProcess();
     bool have_workers = false;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      if (state_->pid != ::getpid()) {
-        // A forked child: the parent's queued tasks are the parent's business, its threads are gone.
-        new std::vector<std::thread>(std::move(state_->threads));  // leaked on purpose: cannot join
-        state_->threads.clear();
-        state_->tasks.clear();
-        state_->pid = ::getpid();
-      }
-      state_->tasks.push_back(std::move(task));
-      if (state_->threads.empty()) StartWorkers();
-      have_workers = !state_->threads.empty();
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->tasks.push_back(std::move(task));
+      if (state->threads.empty()) StartWorkers(state);
+      have_workers = !state->threads.empty();
     }
     if (have_workers) {
-      state_->cv.notify_one();
+      state->cv.notify_one();
     } else {
       // No thread could be started: run inline rather than never completing the future.
-      while (RunOne(*state_)) {
+      while (RunOne(*state)) {
       }
     }
   }
@@ -255,16 +258,29 @@ class ThreadPool {
     std::condition_variable cv;
     std::deque<std::function<void()>> tasks;
     std::vector<std::thread> threads;
-    pid_t pid = ::getpid();
+    const pid_t pid = ::getpid();
     bool stopping = false;
   };
+  // Boxed so a forked child can swap it atomically without touching the parent's State.
+  struct Current {
+    std::shared_ptr<State> state;
+  };
 
-  // Called with state_->mu held.
-  void StartWorkers() {
+  std::shared_ptr<State> StateForThisProcess() {
+    Current* current = current_.load(std::memory_order_acquire);
+    if (current->state->pid == ::getpid()) return current->state;
+    auto* fresh = new Current{std::make_shared<State>()};
+    if (current_.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return fresh->state;
+    delete fresh;  // another thread of this child installed one first
+    return current->state;
+  }
+
+  // Called with state.mu held.
+  static void StartWorkers(const std::shared_ptr<State>& state) {
     const unsigned n = std::clamp(std::thread::hardware_concurrency(), 2u, 4u);
     for (unsigned i = 0; i < n; ++i) {
       try {
-        state_->threads.emplace_back(&ThreadPool::WorkerLoop, state_);
+        state->threads.emplace_back(&ThreadPool::WorkerLoop, state);
       } catch (const std::system_error&) {
         break;
       }
@@ -297,7 +313,7 @@ class ThreadPool {
     }
   }
 
-  const std::shared_ptr<State> state_;
+  std::atomic<Current*> current_;
 };
 
 // The directory driver. Threading: every public method only copies its arguments into a task for
@@ -305,7 +321,7 @@ class ThreadPool {
 // immutable after construction.
 class FileStore final : public ObjectStore {
  public:
-  explicit FileStore(std::string root) : root_(std::move(root)), staging_root_(JoinRoot(kStagingDir)) {}
+  explicit FileStore(std::string root) : root_(std::move(root)) {}
 
   std::string Describe(const std::string& key) const override { return "file://" + JoinRoot(key); }
 
@@ -379,8 +395,8 @@ class FileStore final : public ObjectStore {
       if (seg.empty()) return invalid("the file store cannot hold keys with empty segments (leading, trailing or doubled '/')");
       if (seg == "." || seg == "..") return invalid("'.' and '..' segments are not allowed; keys must stay inside the root");
       if (StartsWith(seg, kTempPrefix)) return invalid("names starting with \".s3stream-tmp-\" are reserved");
+      if (seg == kStagingDir) return invalid("\".s3stream-multipart\" is reserved for multipart uploads");
     }
-    if (segments.front() == kStagingDir) return invalid("\".s3stream-multipart\" is reserved for multipart uploads");
     return Status::Ok();
   }
 
@@ -530,19 +546,36 @@ class FileStore final : public ObjectStore {
     return ErrnoStatus(errno, Describe(key));
   }
 
-  // ---- multipart: parts are files part-00001.. in <root>/.s3stream-multipart/<id>/, beside a file
-  // `key` naming the upload's key (S3 rejects an upload id used with another key).
+  // ---- multipart: parts are files part-00001.. in <dir of key>/.s3stream-multipart/<id>/, beside a
+  // file `key` naming the upload's key (S3 rejects an upload id used with another key). Staging beside
+  // the target, not under the root, matters for the root "/" (file:// URLs): the user can write the
+  // target's directory, not "/", and the assembled object is renamed within one file system.
+
+  // <dir of key>/.s3stream-multipart
+  std::string StagingRoot(const std::string& key) const {
+    const size_t slash = key.rfind('/');
+    const std::string dir = slash == std::string::npos ? root_ : JoinRoot(std::string_view(key).substr(0, slash));
+    return JoinPath(dir, std::string(kStagingDir));
+  }
+
+  // Removes an upload's directory, and the staging root once no upload is left in it.
+  void RemoveUpload(const std::string& key, const std::string& dir, std::error_code& ec) const {
+    std::filesystem::remove_all(dir, ec);
+    ::rmdir(StagingRoot(key).c_str());  // fails harmlessly (ENOTEMPTY) while other uploads are staged
+  }
 
   Result<std::string> DoCreateMultipart(const std::string& key) const {
     S3S_RETURN_IF_ERROR(CheckKey(key));
+    S3S_RETURN_IF_ERROR(MakeParents(key));
+    const std::string staging = StagingRoot(key);
     std::error_code ec;
-    std::filesystem::create_directories(staging_root_, ec);
-    if (ec) return ErrnoStatus(ec.value(), "file://" + staging_root_);
     for (int attempt = 0; attempt < 8; ++attempt) {
+      if (::mkdir(staging.c_str(), 0777) != 0 && errno != EEXIST) return ErrnoStatus(errno, "file://" + staging);
       const std::string id = RandomHex(16);
-      const std::string dir = staging_root_ + "/" + id;
+      const std::string dir = staging + "/" + id;
       if (::mkdir(dir.c_str(), 0777) != 0) {
-        if (errno == EEXIST) continue;
+        // EEXIST: an id collision; ENOENT: the last upload here just removed the staging root.
+        if (errno == EEXIST || errno == ENOENT) continue;
         return ErrnoStatus(errno, "file://" + dir);
       }
       const std::string key_file = dir + "/" + std::string(kUploadKeyFile);
@@ -552,7 +585,7 @@ class FileStore final : public ObjectStore {
                                               "file://" + key_file);
       if (status.ok() && fd.Close() != 0) status = ErrnoStatus(errno, "file://" + key_file);
       if (!status.ok()) {
-        std::filesystem::remove_all(dir, ec);
+        RemoveUpload(key, dir, ec);
         return status;
       }
       return id;
@@ -572,7 +605,7 @@ class FileStore final : public ObjectStore {
         !std::all_of(upload_id.begin(), upload_id.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
       return no_such();
     }
-    const std::string dir = staging_root_ + "/" + upload_id;
+    const std::string dir = StagingRoot(key) + "/" + upload_id;
     Fd fd(::open((dir + "/" + std::string(kUploadKeyFile)).c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ENOENT || errno == ENOTDIR) return no_such();
@@ -666,14 +699,14 @@ class FileStore final : public ObjectStore {
     });
     if (!written.ok()) return written.status();
     std::error_code ec;
-    std::filesystem::remove_all(dir, ec);  // the object is in place; a leftover staging dir is harmless
+    RemoveUpload(key, dir, ec);  // the object is in place; a leftover staging dir is harmless
     return Status::Ok();
   }
 
   Status DoAbortMultipart(const std::string& key, const std::string& upload_id) const {
     S3S_ASSIGN_OR_RETURN(const std::string dir, UploadDir(key, upload_id));
     std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    RemoveUpload(key, dir, ec);
     if (ec) return ErrnoStatus(ec.value(), "file://" + dir);
     return Status::Ok();
   }
@@ -682,9 +715,8 @@ class FileStore final : public ObjectStore {
 
   Result<ListPage> DoList(const ListRequest& request) const;
 
-  const std::string root_;          // absolute, normalised, no trailing '/' (unless it is "/")
-  const std::string staging_root_;  // <root>/.s3stream-multipart
-  ThreadPool pool_;                 // last: destroyed (and drained) while the members above still exist
+  const std::string root_;  // absolute, normalised, no trailing '/' (unless it is "/")
+  ThreadPool pool_;         // last: destroyed (and drained) while the members above still exist
 };
 
 // ListObjectsV2 over a directory tree. Keys come out in byte order without sorting the whole tree:
@@ -721,7 +753,7 @@ struct FileStore::ListState {
 
   // `real` is the directory's path with symlinks resolved; `ancestors` the real paths of the
   // directories above it on the walk (to refuse symlink loops).
-  std::vector<Entry> ReadDir(const std::string& dir, const std::string& real, bool at_root) {
+  std::vector<Entry> ReadDir(const std::string& dir, const std::string& real) {
     std::vector<Entry> out;
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) {
@@ -734,8 +766,7 @@ struct FileStore::ListState {
     }
     while (struct dirent* e = ::readdir(d)) {
       std::string_view name = e->d_name;
-      if (name == "." || name == ".." || StartsWith(name, kTempPrefix)) continue;
-      if (at_root && name == kStagingDir) continue;
+      if (name == "." || name == ".." || name == kStagingDir || StartsWith(name, kTempPrefix)) continue;
       Entry entry;
       entry.name = std::string(name);
       unsigned char type = e->d_type;
@@ -783,7 +814,7 @@ struct FileStore::ListState {
 
   // Whether any key lives below `dir` (S3 has no empty "directories", so neither do common prefixes).
   bool HasAnyKey(const std::string& dir, const std::string& real, std::vector<std::string>& ancestors) {
-    for (const Entry& e : ReadDir(dir, real, false)) {
+    for (const Entry& e : ReadDir(dir, real)) {
       if (stop) return false;
       if (!e.is_dir) return true;
       if (IsLoop(e.real_path, ancestors)) continue;
@@ -857,7 +888,7 @@ struct FileStore::ListState {
 
   void Walk(const std::string& dir, const std::string& real, const std::string& key_base,
             std::vector<std::string>& ancestors) {
-    for (const Entry& e : ReadDir(dir, real, key_base.empty())) {
+    for (const Entry& e : ReadDir(dir, real)) {
       if (stop) return;
       const std::string path = JoinPath(dir, e.name);
       if (e.is_dir) {
@@ -887,10 +918,9 @@ Result<ListPage> FileStore::DoList(const ListRequest& request) const {
       if (seg == "." || seg == "..") {
         return InvalidArgument("listing " + Describe(prefix) + ": '.' and '..' segments are not allowed in a prefix");
       }
-      // No key has an empty segment, a reserved name, or lives in the staging area.
-      if (seg.empty() || StartsWith(seg, kTempPrefix)) return ListPage{};
+      // No key has an empty segment or a reserved name (temp files, multipart staging).
+      if (seg.empty() || seg == kStagingDir || StartsWith(seg, kTempPrefix)) return ListPage{};
     }
-    if (segments.front() == kStagingDir) return ListPage{};
   }
 
   char* resolved_root = ::realpath(root_.c_str(), nullptr);

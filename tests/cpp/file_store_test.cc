@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -249,12 +250,14 @@ TEST_F(FileStoreTest, KeysEscapingTheRootAreRejected) {
 }
 
 TEST_F(FileStoreTest, ReservedNamesAreRejected) {
-  for (const std::string key : {".s3stream-multipart/x", ".s3stream-multipart", "a/.s3stream-tmp-1234"}) {
+  for (const std::string key : {".s3stream-multipart/x", ".s3stream-multipart", "a/.s3stream-multipart",
+                                "a/.s3stream-multipart/b", "a/.s3stream-tmp-1234", ".s3stream-tmp-/b"}) {
     SCOPED_TRACE(key);
     EXPECT_TRUE(HasCode(Put(key, "x").status(), StatusCode::kInvalidArgument));
+    EXPECT_TRUE(HasCode(Await(store_->CreateMultipartUpload(key), "Create").status(), StatusCode::kInvalidArgument));
   }
   // Names merely containing them are fine.
-  EXPECT_TRUE(Put("a/.s3stream-multipart", "x").ok());
+  EXPECT_TRUE(Put("a/.s3stream-multipart-not", "x").ok());
   EXPECT_TRUE(Put("x.s3stream-tmp-", "x").ok());
 }
 
@@ -263,10 +266,16 @@ TEST_F(FileStoreTest, ListSkipsTempFilesAndStaging) {
   WriteFile(root_ + "/a/.s3stream-tmp-0123abcd", "partial");
   auto id = Await(store_->CreateMultipartUpload("a/mp"), "Create");
   ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(Await(store_->UploadPart("a/mp", *id, 1, Buffer::CopyOf(std::string_view("x"))), "Upload").ok());
+  auto only_upload = Await(store_->CreateMultipartUpload("b/mp"), "Create");  // b/ holds no object yet
+  ASSERT_TRUE(only_upload.ok());
+  ASSERT_TRUE(Await(store_->CreateMultipartUpload("top"), "Create").ok());
   EXPECT_EQ(ListKeys(""), (std::vector<std::string>{"a/real"}));
   auto top = List("", "/");
   ASSERT_TRUE(top.ok());
   EXPECT_EQ(top->common_prefixes, (std::vector<std::string>{"a/"}));
+  EXPECT_TRUE(top->objects.empty());
+  EXPECT_TRUE(ListKeys("a/.s3stream-multipart/").empty());
   EXPECT_TRUE(ListKeys(".s3stream-multipart/").empty());
 }
 
@@ -375,7 +384,7 @@ TEST_F(FileStoreTest, EtagTracksTheFileNotItsReads) {
 }
 
 TEST_F(FileStoreTest, MultipartStagingIsCleanedUp) {
-  const std::string staging = root_ + "/.s3stream-multipart";
+  const std::string staging = root_ + "/mp/.s3stream-multipart";
   auto id = Await(store_->CreateMultipartUpload("mp/done"), "Create");
   ASSERT_TRUE(id.ok());
   EXPECT_TRUE(fs::is_directory(staging + "/" + *id));
@@ -391,8 +400,23 @@ TEST_F(FileStoreTest, MultipartStagingIsCleanedUp) {
   ASSERT_TRUE(Await(store_->AbortMultipartUpload("mp/aborted", *aborted), "Abort").ok());
   EXPECT_FALSE(fs::exists(staging + "/" + *aborted));
   EXPECT_FALSE(fs::exists(root_ + "/mp/aborted"));
-  EXPECT_TRUE(fs::is_empty(staging));
-  EXPECT_EQ(Tree(root_), (std::vector<std::string>{".s3stream-multipart/", "mp/", "mp/done"}));
+  EXPECT_EQ(Tree(root_), (std::vector<std::string>{"mp/", "mp/done"})) << "the staging root goes with its last upload";
+}
+
+TEST_F(FileStoreTest, MultipartStagesBesideTheTargetEvenForRootSlash) {
+  // The client serves file:// URLs with the root "/": staging must not need write access to "/".
+  auto slash = MakeFileStore("/");
+  const std::string key = root_.substr(1) + "/ckpt/model.pt";
+  auto id = Await(slash->CreateMultipartUpload(key), "Create");
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_TRUE(fs::is_directory(root_ + "/ckpt/.s3stream-multipart/" + *id));
+  const std::string data = conformance::Bytes(6 << 20, 7);
+  auto p1 = Await(slash->UploadPart(key, *id, 1, Buffer::CopyOf(std::string_view(data).substr(0, 5 << 20))), "Upload");
+  auto p2 = Await(slash->UploadPart(key, *id, 2, Buffer::CopyOf(std::string_view(data).substr(5 << 20))), "Upload");
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  ASSERT_TRUE(Await(slash->CompleteMultipartUpload(key, *id, {{1, *p1}, {2, *p2}}), "Complete").ok());
+  EXPECT_TRUE(ReadFile(root_ + "/ckpt/model.pt") == data);
+  EXPECT_EQ(Tree(root_), (std::vector<std::string>{"ckpt/", "ckpt/model.pt"}));
 }
 
 TEST_F(FileStoreTest, MultipartRejectsPartsOutOfOrder) {
@@ -416,7 +440,11 @@ TEST_F(FileStoreTest, MultipartRejectsPartsOutOfOrder) {
   status = Await(store_->CompleteMultipartUpload(key, *id, {}), "Complete");
   EXPECT_TRUE(HasCode(status, StatusCode::kInvalidArgument));
   EXPECT_FALSE(fs::exists(root_ + "/mp/order"));
-  if (fs::exists(root_ + "/mp")) EXPECT_TRUE(fs::is_empty(root_ + "/mp")) << "failed completions leave no temp files";
+  for (const std::string& entry : Tree(root_ + "/mp")) {
+    // Only the still-open upload's staging directory: no object, no temp file.
+    EXPECT_EQ(entry.rfind(".s3stream-multipart/", 0), 0u) << entry;
+    EXPECT_EQ(entry.find(".s3stream-tmp-"), std::string::npos) << entry;
+  }
 }
 
 TEST_F(FileStoreTest, MultipartUnknownUploadIsNotFound) {
@@ -478,6 +506,30 @@ TEST_F(FileStoreTest, ACallbackMayDestroyTheStore) {
   });
   destroyed.get_future().wait();
   EXPECT_TRUE(get.Wait().ok());
+}
+
+TEST_F(FileStoreTest, UsableInAForkedChild) {
+  // DataLoader workers fork after the parent used the store: the child must get working threads of
+  // its own, not wait on the parent's (which do not exist in the child).
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
+#endif
+  ASSERT_TRUE(Put("parent", "p").ok());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(30);  // a hang in the child fails the test instead of hanging it
+    auto got = Await(GetBuffer(*store_, "parent"), "Get");
+    auto put = Await(store_->Put("child", Buffer::CopyOf(std::string_view("c"))), "Put");
+    ::_exit(got.ok() && got->view() == "p" && put.ok() ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus)) << "child died with signal " << (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+  auto got = Get("child");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "c");
 }
 
 TEST_F(FileStoreTest, RootIsCreatedOnFirstPut) {
