@@ -10,6 +10,7 @@
 // Threading: one consumer thread at a time (like a file object); the store's threads fill chunks.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -51,6 +52,9 @@ class ObjectReader {
   struct Chunk {
     uint64_t index;
     Future<Result<Buffer>> data;
+    // Set when the chunk is dropped unread: its GET stops at the next piece of body that arrives
+    // instead of finishing a download nobody wants.
+    std::shared_ptr<std::atomic<bool>> cancelled;
   };
 
   ObjectReader(std::shared_ptr<ObjectStore> store, std::string key, ReaderOptions options, ObjectInfo info);
@@ -59,6 +63,7 @@ class ObjectReader {
   void Schedule();
   bool Request(uint64_t index, bool blocking);
   Result<Buffer> CurrentChunk();
+  void DropChunks();
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string key_;

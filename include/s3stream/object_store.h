@@ -30,7 +30,10 @@ struct ObjectInfo {
   std::string last_modified;  // ISO 8601 as the store reports it; may be empty
 };
 
-// Bytes [start, end) of an object; no `end` means to the end of the object.
+// Bytes [start, end) of an object; no `end` means to the end of the object. Every driver applies
+// the same rules: start == size gives 0 bytes; start > end, start > size or end > size is
+// kOutOfRange naming the object's size. (S3 itself silently shortens a range whose end is past the
+// size; the S3 driver does not, so nothing is ever truncated without an error.)
 struct ByteRange {
   uint64_t start = 0;
   std::optional<uint64_t> end;
@@ -38,7 +41,7 @@ struct ByteRange {
 
 struct GetOptions {
   std::optional<ByteRange> range;
-  // When set, the GET fails with kPreconditionFailed if the object's ETag differs.
+  // When set (quoted or not), the GET fails with kPreconditionFailed if the object's ETag differs.
   std::string if_match;
 };
 
@@ -46,7 +49,7 @@ struct GetOptions {
 struct GetStart {
   uint64_t object_size = 0;     // the whole object's size
   uint64_t content_length = 0;  // bytes that will be delivered through OnData
-  std::string etag;
+  std::string etag;  // quotes removed
 };
 
 // Receives a GET's body in order, every byte exactly once, even when the driver resumed the
@@ -63,7 +66,7 @@ struct ListRequest {
   std::string prefix;
   std::string delimiter;           // empty: list recursively
   std::string continuation_token;  // from the previous page
-  int max_keys = 1000;
+  int max_keys = 1000;  // 1..1000 (S3's cap)
 };
 
 struct ListPage {
@@ -103,12 +106,14 @@ class ObjectStore {
 
 // Helpers shared by every driver's callers.
 
-// GETs into one Buffer sized from the response (or into `into`, which must be large enough).
+// GETs into one Buffer sized from the response, or appends to `into`, failing with kOutOfRange when
+// its spare capacity is too small.
 Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, const GetOptions& options = {});
 Future<Result<Buffer>> GetInto(ObjectStore& store, const std::string& key, const GetOptions& options,
                                Buffer into);
 
-// Follows continuation tokens; `on_page` sees each page as it arrives and may stop with a non-OK status.
+// Follows continuation tokens; `on_page` sees each page as it arrives and may stop with a non-OK
+// status. Blocks: never call it from a driver's thread (a future's callback).
 Status ListEach(ObjectStore& store, ListRequest request,
                 const std::function<Status(const ListPage&)>& on_page);
 

@@ -25,10 +25,45 @@ ObjectReader::ObjectReader(std::shared_ptr<ObjectStore> store, std::string key, 
                         : std::make_shared<BufferPool>(options_.chunk_size * (options_.prefetch_chunks + 1));
 }
 
-ObjectReader::~ObjectReader() {
-  // Chunks still in flight write into buffers they own; waiting keeps the store's sinks from
-  // outliving a pool the caller may tear down next.
-  for (auto& chunk : chunks_) chunk.data.Wait();
+namespace {
+
+// Fills a chunk's buffer; gives up as soon as the reader no longer wants the chunk.
+// Threading: called on the store's thread; `cancelled` is set from the reader's thread.
+class ChunkSink final : public BodySink {
+ public:
+  ChunkSink(std::string object, Buffer into, std::shared_ptr<std::atomic<bool>> cancelled)
+      : object_(std::move(object)), buffer_(std::move(into)), cancelled_(std::move(cancelled)) {}
+
+  Status OnStart(const GetStart& start) override {
+    if (cancelled_->load()) return Cancelled("read-ahead of " + object_ + " no longer needed");
+    if (start.content_length != buffer_.capacity()) {
+      return Internal(object_ + ": expected " + std::to_string(buffer_.capacity()) + " bytes, the store announced " +
+                      std::to_string(start.content_length));
+    }
+    return Status::Ok();
+  }
+  Status OnData(std::span<const uint8_t> bytes) override {
+    if (cancelled_->load()) return Cancelled("read-ahead of " + object_ + " no longer needed");
+    if (!buffer_.Append(bytes)) return Internal(object_ + ": the store sent more bytes than it announced");
+    return Status::Ok();
+  }
+  Buffer Take() { return std::move(buffer_); }
+
+ private:
+  const std::string object_;
+  Buffer buffer_;
+  std::shared_ptr<std::atomic<bool>> cancelled_;
+};
+
+}  // namespace
+
+// In-flight chunks own their buffers and sinks, so nothing here needs to wait for them: they are
+// cancelled and finish on the store's thread.
+ObjectReader::~ObjectReader() { DropChunks(); }
+
+void ObjectReader::DropChunks() {
+  for (auto& chunk : chunks_) chunk.cancelled->store(true);
+  chunks_.clear();
 }
 
 uint64_t ObjectReader::ChunkCount() const { return (info_.size + options_.chunk_size - 1) / options_.chunk_size; }
@@ -43,7 +78,13 @@ bool ObjectReader::Request(uint64_t index, bool blocking) {
   GetOptions get;
   get.range = ByteRange{start, end};
   get.if_match = info_.etag;
-  chunks_.push_back(Chunk{index, GetInto(*store_, key_, get, std::move(into))});
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto sink = std::make_shared<ChunkSink>(store_->Describe(key_), std::move(into), cancelled);
+  Promise<Result<Buffer>> promise;
+  store_->Get(key_, get, sink).Then([sink, promise](const Status& status) mutable {
+    promise.Set(status.ok() ? Result<Buffer>(sink->Take()) : Result<Buffer>(status));
+  });
+  chunks_.push_back(Chunk{index, promise.future(), std::move(cancelled)});
   return true;
 }
 
@@ -55,8 +96,11 @@ void ObjectReader::Schedule() {
   else if (current != *last_chunk_) window_ = std::min<uint64_t>(window_ * 2, std::max(1, options_.prefetch_chunks));
   last_chunk_ = current;
 
-  while (!chunks_.empty() && chunks_.front().index < current) chunks_.pop_front();
-  if (!chunks_.empty() && chunks_.front().index != current) chunks_.clear();  // seeked outside the window
+  while (!chunks_.empty() && chunks_.front().index < current) {
+    chunks_.front().cancelled->store(true);  // a no-op for a chunk already read
+    chunks_.pop_front();
+  }
+  if (!chunks_.empty() && chunks_.front().index != current) DropChunks();  // seeked outside the window
   if (chunks_.empty()) Request(current, /*blocking=*/true);
 
   const uint64_t last_wanted = std::min(ChunkCount(), current + 1 + (options_.prefetch_chunks ? window_ : 0));

@@ -74,7 +74,17 @@ Result<ObjectUri> LocalFile(std::string_view uri, std::string_view path) {
 Result<ObjectUri> ObjectUri::Parse(std::string_view uri) {
   if (uri.empty()) return BadUri(uri, "empty");
   size_t sep = uri.find("://");
-  if (sep == std::string_view::npos || !IsScheme(uri.substr(0, sep))) return LocalFile(uri, uri);
+  if (sep == std::string_view::npos || !IsScheme(uri.substr(0, sep))) {
+    // "s3:/bucket/key", "s3:bucket/key": a mistyped URI, not a relative path to a directory "s3:".
+    size_t colon = uri.find(':');
+    if (colon != std::string_view::npos && IsScheme(uri.substr(0, colon)) &&
+        uri.substr(0, colon).find('/') == std::string_view::npos) {
+      std::string scheme = ToLower(uri.substr(0, colon));
+      if (scheme == "s3" || scheme == "file") return BadUri(uri, "'" + scheme + ":' must be followed by '//'");
+      return BadUri(uri, "unsupported scheme '" + scheme + "' (supported: s3://, file://, local paths)");
+    }
+    return LocalFile(uri, uri);
+  }
 
   const std::string scheme = ToLower(uri.substr(0, sep));
   std::string_view rest = uri.substr(sep + 3);

@@ -105,6 +105,9 @@ TEST(ObjectUri, Errors) {
       {"s3://-bucket/k", "start and end"},
       {"s3://192.168.1.1/k", "IP address"},
       {"file://otherhost/x", "absolute path"},
+      {"s3:/b/k", "'s3:' must be followed by '//'"},
+      {"s3:b/k", "'s3:' must be followed by '//'"},
+      {"gs:b/k", "unsupported scheme 'gs'"},
   };
   for (const Case& c : cases) {
     Status s = ParseError(c.uri);
