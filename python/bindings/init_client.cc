@@ -18,10 +18,11 @@ namespace s3stream::bindings {
 namespace {
 
 // Parses `uri` and finds its store; `need_key` rejects bucket-only URIs for object operations.
+// (A key ending in '/' is allowed: S3 "directory marker" objects are real objects.)
 std::pair<std::shared_ptr<ObjectStore>, ObjectUri> Locate(Client& client, const std::string& uri, bool need_key) {
   ObjectUri parsed = Unwrap(ObjectUri::Parse(uri));
-  if (need_key && (parsed.key.empty() || parsed.key.back() == '/')) {
-    throw StatusError(InvalidArgument("'" + uri + "' names a bucket or prefix, not an object: add the object's key, "
+  if (need_key && parsed.key.empty()) {
+    throw StatusError(InvalidArgument("'" + uri + "' names a bucket, not an object: add the object's key, "
                                       "e.g. s3://bucket/path/to/object"));
   }
   return {client.StoreFor(parsed), std::move(parsed)};
@@ -126,7 +127,13 @@ void InitClient(nb::module_& m) {
       .def_ro("key", &ObjectInfo::key)
       .def_ro("size", &ObjectInfo::size)
       .def_ro("etag", &ObjectInfo::etag)
-      .def_ro("last_modified", &ObjectInfo::last_modified)
+      .def_prop_ro("last_modified", [](const ObjectInfo& i) -> nb::object {
+            // A timezone-aware UTC datetime (None when the store did not say).
+            if (i.last_modified.empty()) return nb::none();
+            std::string iso = i.last_modified;
+            if (iso.back() == 'Z') iso = iso.substr(0, iso.size() - 1) + "+00:00";
+            return nb::module_::import_("datetime").attr("datetime").attr("fromisoformat")(iso);
+          })
       .def_static("prefix", [](std::string key) { return ObjectInfo{std::move(key), 0, "", ""}; },
                   "A common prefix in a delimited listing: key ends with the delimiter, size 0.")
       .def("__repr__", [](const ObjectInfo& i) {

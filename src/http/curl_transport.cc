@@ -49,46 +49,46 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-class CurlTransport final : public Transport {
+// The event loop and everything it owns. Shared between the CurlTransport facade and the loop
+// thread itself, so the transport may be destroyed from inside a callback on the loop thread (the
+// last owner of a client can be a request completing there): the thread then detaches, finishes
+// its iteration, cleans up on its own stack and frees this object when it exits.
+class CurlLoop {
  public:
-  explicit CurlTransport(const CurlOptions& options) : options_(options), owner_pid_(getpid()) {
+  explicit CurlLoop(const CurlOptions& options) : options_(options), owner_pid_(getpid()) {
     GlobalInitOnce();
     multi_ = curl_multi_init();
     curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(options_.max_connections));
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(options_.max_connections));
     // Keep every connection we may use concurrently in the cache, so bursts reuse them.
     curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options_.max_connections));
-    loop_ = std::thread([this] { Loop(); });
   }
 
-  ~CurlTransport() override {
-    if (getpid() != owner_pid_) {
-      // Forked child: the loop thread does not exist here and its sockets belong to the parent.
-      // Leak the thread handle (a joinable std::thread would terminate the process) and the
-      // curl state, rather than join a thread that is not there or close the parent's sessions.
-      (void)new std::thread(std::move(loop_));
-      for (auto& [easy, transfer] : active_) (void)transfer.release();
-      return;
-    }
+  static void StartThread(const std::shared_ptr<CurlLoop>& self) {
+    self->thread_ = std::thread([self] {
+      self->Loop();
+      self->Shutdown();
+    });
+  }
+
+  pid_t owner_pid() const { return owner_pid_; }
+
+  // Ends the loop; in-flight requests complete with kCancelled and pending timers run (so retry
+  // chains end) on the loop thread before it exits.
+  void Stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     curl_multi_wakeup(multi_);
-    loop_.join();
-    for (auto& [easy, transfer] : active_) {
-      curl_multi_remove_handle(multi_, easy);
-      Finish(*transfer, Cancelled("client closed while the request was in flight"));
-      curl_easy_cleanup(easy);
+    if (std::this_thread::get_id() == thread_.get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
     }
-    active_.clear();
-    // Pending retries would otherwise wait forever: run them now; their Send() completes at once.
-    DrainAfterStop();
-    for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
-    curl_multi_cleanup(multi_);
   }
 
-  void Send(HttpRequest request, std::shared_ptr<ResponseHandler> handler) override {
+  void Send(HttpRequest request, std::shared_ptr<ResponseHandler> handler) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopping_) {
@@ -102,7 +102,7 @@ class CurlTransport final : public Transport {
     handler->OnComplete(Cancelled("client closed"));
   }
 
-  void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) override {
+  void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopping_) {
@@ -115,6 +115,20 @@ class CurlTransport final : public Transport {
   }
 
  private:
+  void Shutdown() {
+    for (auto& [easy, transfer] : active_) {
+      curl_multi_remove_handle(multi_, easy);
+      Finish(*transfer, Cancelled("client closed while the request was in flight"));
+      curl_easy_cleanup(easy);
+    }
+    active_.clear();
+    DrainAfterStop();
+    for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
+    idle_handles_.clear();
+    curl_multi_cleanup(multi_);
+    multi_ = nullptr;
+  }
+
   void Loop() {
     for (;;) {
       std::deque<std::unique_ptr<Transfer>> incoming;
@@ -174,9 +188,9 @@ class CurlTransport final : public Transport {
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
     if (!options_.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_bundle.c_str());
 
-    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &CurlTransport::OnHeaderLine);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &CurlLoop::OnHeaderLine);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &CurlTransport::OnWrite);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &CurlLoop::OnWrite);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
 
     if (req.method == "HEAD") {
@@ -185,7 +199,7 @@ class CurlTransport final : public Transport {
       // UPLOAD streams the body from OnRead with an exact Content-Length; CUSTOMREQUEST sets the verb.
       curl_easy_setopt(easy, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(easy, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
-      curl_easy_setopt(easy, CURLOPT_READFUNCTION, &CurlTransport::OnRead);
+      curl_easy_setopt(easy, CURLOPT_READFUNCTION, &CurlLoop::OnRead);
       curl_easy_setopt(easy, CURLOPT_READDATA, t);
       curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req.method.c_str());
     } else if (req.method != "GET") {
@@ -308,7 +322,7 @@ class CurlTransport final : public Transport {
   const CurlOptions options_;
   const pid_t owner_pid_;
   CURLM* multi_ = nullptr;
-  std::thread loop_;
+  std::thread thread_;
 
   std::mutex mu_;  // guards the fields below it
   bool stopping_ = false;
@@ -319,6 +333,34 @@ class CurlTransport final : public Transport {
   // Loop-thread only.
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> active_;
   std::vector<CURL*> idle_handles_;
+};
+
+class CurlTransport final : public Transport {
+ public:
+  explicit CurlTransport(const CurlOptions& options) : loop_(std::make_shared<CurlLoop>(options)) {
+    CurlLoop::StartThread(loop_);
+  }
+
+  ~CurlTransport() override {
+    if (getpid() != loop_->owner_pid()) {
+      // Forked child: the loop thread does not exist here and its sockets belong to the parent.
+      // Leak the loop (a joinable std::thread would terminate the process) rather than join a
+      // thread that is not there or close the parent's TLS sessions.
+      (void)new std::shared_ptr<CurlLoop>(std::move(loop_));
+      return;
+    }
+    loop_->Stop();
+  }
+
+  void Send(HttpRequest request, std::shared_ptr<ResponseHandler> handler) override {
+    loop_->Send(std::move(request), std::move(handler));
+  }
+  void RunAfter(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    loop_->RunAfter(delay, std::move(fn));
+  }
+
+ private:
+  std::shared_ptr<CurlLoop> loop_;
 };
 
 }  // namespace

@@ -3,7 +3,9 @@
 // Threading and ownership: Send() and RunAfter() may be called from any thread, including from
 // handler callbacks (which run on the loop thread). The transport owns every in-flight transfer and
 // holds its handler until OnComplete. Destruction completes every outstanding request with
-// kCancelled and runs pending timers (so retry chains end), then joins the loop thread.
+// kCancelled and runs pending timers (so retry chains end) on the loop thread, then joins it; when
+// the last owner lets go from inside a callback (on the loop thread), the thread detaches and
+// cleans up by itself instead.
 // After fork() the child must not touch the parent's transport: its destructor notices the pid
 // changed and leaks instead of joining a thread that does not exist there.
 #pragma once

@@ -16,9 +16,7 @@ Result<std::unique_ptr<ObjectWriter>> ObjectWriter::Create(std::shared_ptr<Objec
                            std::to_string(options.part_size));
   }
   if (options.max_inflight_parts < 1) return InvalidArgument("max_inflight_parts must be at least 1");
-  if (key.empty() || key.back() == '/') {
-    return InvalidArgument("cannot write to " + store->Describe(key) + ": the URI must name an object, not a prefix");
-  }
+  if (key.empty()) return InvalidArgument("cannot write to " + store->Describe(key) + ": the URI names no object");
   return std::unique_ptr<ObjectWriter>(new ObjectWriter(std::move(store), std::move(key), options));
 }
 
