@@ -5,7 +5,7 @@ set -euo pipefail
 
 APT_PACKAGES=(
   g++ cmake ninja-build pkg-config
-  libcurl4-openssl-dev libssl-dev libpugixml-dev libgtest-dev
+  libcurl4-openssl-dev libssl-dev libpugixml-dev libgtest-dev zlib1g-dev
 )
 
 missing=()

@@ -1,0 +1,76 @@
+// EpochPlan: which samples a rank reads in an epoch, in which order, and which DataLoader worker
+// reads which of them. A pure function of (the shards' sample layout, seed, epoch, world size,
+// rank, options): every process computes its own share without talking to the others, and the same
+// inputs give the same order on every machine.
+//
+// Guarantees (docs/epoch_plan.md has the reasoning):
+// * Every sample appears exactly once per epoch across all ranks; the remainder that does not
+//   split evenly is dropped (kDrop) or filled by repeating samples from the start of the epoch's
+//   order (kPad), so every rank has exactly samples_per_rank() samples and DDP cannot hang.
+// * Sample granularity: ranks split the epoch's sample sequence, not the shard list, so fewer
+//   shards than ranks x workers is fine.
+// * The rank's order does not depend on the number of DataLoader workers: positions are dealt to
+//   workers batch by batch in DataLoader's round-robin order, so a DataLoader with any number of
+//   workers delivers the same sequence, and resuming at any position continues it exactly.
+// * Shuffling (when on): the shard order changes every epoch; `interleave` shards are read
+//   round-robin in chunks of consecutive samples (one ranged GET each); a seeded buffer of
+//   `shuffle_chunks` chunks reorders chunks; samples are then shuffled within each batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "s3stream/status.h"
+
+namespace s3stream {
+
+enum class Remainder { kDrop, kPad };
+
+struct PlanOptions {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+  int world_size = 1;
+  int rank = 0;
+  bool shuffle = true;
+  Remainder remainder = Remainder::kDrop;
+  int batch_size = 1;             // the DataLoader's batch size: the unit dealt to workers
+  int interleave = 4;             // shards a rank reads round-robin at once
+  uint64_t chunk_bytes = 4 << 20;  // consecutive samples read together (at least one sample)
+  int shuffle_chunks = 64;        // chunk-level shuffle buffer
+};
+
+// One shard as the plan sees it: sample i spans bytes [offsets[i], offsets[i+1]).
+struct ShardLayout {
+  std::vector<uint64_t> offsets;  // samples + 1 entries, ascending
+  uint64_t samples() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+};
+
+struct SampleRef {
+  uint32_t shard = 0;
+  uint32_t index = 0;  // sample number within the shard
+  bool operator==(const SampleRef&) const = default;
+};
+
+class EpochPlan {
+ public:
+  // Fails (kInvalidArgument) on an empty dataset, bad options, or, with kDrop, fewer samples than
+  // ranks (then every rank would get nothing: use kPad).
+  static Result<EpochPlan> Make(const std::vector<ShardLayout>& shards, const PlanOptions& options);
+
+  uint64_t total_samples() const { return total_samples_; }
+  uint64_t samples_per_rank() const { return order_.size(); }
+  // The rank's samples in the order the training loop receives them.
+  const std::vector<SampleRef>& order() const { return order_; }
+
+  // Positions (into order()) that DataLoader worker `worker` of `num_workers` yields, in order,
+  // when iteration starts at position `start` (0, or where a resumed run left off). Batches of
+  // batch_size positions counted from `start` go to workers round-robin.
+  std::vector<uint64_t> WorkerPositions(int worker, int num_workers, uint64_t start = 0) const;
+
+ private:
+  uint64_t total_samples_ = 0;
+  int batch_size_ = 1;
+  std::vector<SampleRef> order_;
+};
+
+}  // namespace s3stream
