@@ -3,6 +3,7 @@
 // Writable, because torch.frombuffer warns on read-only buffers and a sample's bytes belong to
 // the sample's consumer alone.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include "bindings.h"
 #include "s3stream/buffer.h"
