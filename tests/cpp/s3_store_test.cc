@@ -242,3 +242,21 @@ TEST(S3Store, ListFollowsTheWireFormat) {
 
 }  // namespace
 }  // namespace s3stream
+
+namespace s3stream::internal {
+namespace {
+
+TEST(S3Url, PathStyleAndVirtualHosted) {
+  ResolvedConfig config;
+  config.endpoint = "https://s3.eu-west-1.amazonaws.com";
+  config.path_style = false;
+  EXPECT_EQ(BuildUrl(config, {"my-bucket", "a b/ü+%=&~.bin", ""}),
+            "https://my-bucket.s3.eu-west-1.amazonaws.com/a%20b/%C3%BC%2B%25%3D%26~.bin");
+  config.endpoint = "http://127.0.0.1:9000";
+  config.path_style = true;
+  EXPECT_EQ(BuildUrl(config, {"my-bucket", "k", "uploads="}), "http://127.0.0.1:9000/my-bucket/k?uploads=");
+  EXPECT_EQ(BuildUrl(config, {"my-bucket", "", "list-type=2"}), "http://127.0.0.1:9000/my-bucket/?list-type=2");
+}
+
+}  // namespace
+}  // namespace s3stream::internal
