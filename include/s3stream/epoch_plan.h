@@ -42,6 +42,9 @@ struct PlanOptions {
 // One shard as the plan sees it: sample i spans bytes [offsets[i], offsets[i+1]).
 struct ShardLayout {
   std::vector<uint64_t> offsets;  // samples + 1 entries, ascending
+  // False for compressed shards, which cannot be entered mid-way: the plan then reads a shard's
+  // whole share as one chunk instead of splitting it by chunk_bytes.
+  bool splittable = true;
   uint64_t samples() const { return offsets.empty() ? 0 : offsets.size() - 1; }
 };
 
@@ -58,6 +61,7 @@ class EpochPlan {
   static Result<EpochPlan> Make(const std::vector<ShardLayout>& shards, const PlanOptions& options);
 
   uint64_t total_samples() const { return total_samples_; }
+  int batch_size() const { return batch_size_; }
   uint64_t samples_per_rank() const { return order_.size(); }
   // The rank's samples in the order the training loop receives them.
   const std::vector<SampleRef>& order() const { return order_; }

@@ -65,7 +65,7 @@ std::deque<Segment> Chunks(const std::vector<ShardLayout>& shards, const Segment
   const uint64_t end = s.first + s.count;
   while (i < end) {
     uint64_t j = i + 1;
-    while (j < end && off[j + 1] - off[i] <= chunk_bytes) ++j;
+    while (j < end && (!shards[s.shard].splittable || off[j + 1] - off[i] <= chunk_bytes)) ++j;
     out.push_back({s.shard, i, j - i});
     i = j;
   }
