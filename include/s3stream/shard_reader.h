@@ -47,6 +47,8 @@ class ShardSampleReader {
   ShardSampleReader(std::vector<ShardSource> shards, const EpochPlan& plan, int worker, int num_workers,
                     uint64_t start, ShardReaderOptions options = {});
   ~ShardSampleReader();
+  ShardSampleReader(const ShardSampleReader&) = delete;
+  ShardSampleReader& operator=(const ShardSampleReader&) = delete;
 
   // The next sample, or nullopt at the end of the worker's share.
   Result<std::optional<PlannedSample>> Next();

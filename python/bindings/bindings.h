@@ -17,5 +17,6 @@ void InitErrors(nanobind::module_& m);
 void InitBuffer(nanobind::module_& m);
 void InitClient(nanobind::module_& m);
 void InitIo(nanobind::module_& m);
+void InitPipeline(nanobind::module_& m);
 
 }  // namespace s3stream::bindings

@@ -8,4 +8,5 @@ NB_MODULE(_core, m) {
   s3stream::bindings::InitBuffer(m);
   s3stream::bindings::InitClient(m);
   s3stream::bindings::InitIo(m);
+  s3stream::bindings::InitPipeline(m);
 }

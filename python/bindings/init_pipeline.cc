@@ -1,0 +1,148 @@
+// s3stream._core pipeline: shard indexes, epoch plans and the shard sample reader behind
+// s3stream.ShardDataset. Waits release the GIL; samples reach Python as dicts of zero-copy Buffers.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "py_buffer.h"
+#include "s3stream/epoch_plan.h"
+#include "s3stream/shard_index.h"
+#include "s3stream/shard_reader.h"
+#include "status_error.h"
+
+namespace nb = nanobind;
+
+namespace s3stream::bindings {
+namespace {
+
+// The shards of one dataset, loaded once per process and shared by every epoch's plan and reader.
+struct ShardSet {
+  std::vector<ShardSource> sources;
+  std::vector<ShardLayout> layouts;
+};
+
+std::vector<uint64_t> OffsetsFrom(nb::handle offsets) {
+  PyBufferView view(offsets, /*writable=*/false);
+  auto bytes = view.bytes();
+  if (bytes.size() % sizeof(uint64_t)) throw StatusError(InvalidArgument("offsets must be a buffer of uint64"));
+  std::vector<uint64_t> out(bytes.size() / sizeof(uint64_t));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+nb::dict IndexToDict(const ShardIndex& index) {
+  nb::dict d;
+  d["size"] = index.object.size;
+  d["etag"] = index.object.etag;
+  d["gzip"] = index.gzip;
+  d["offsets"] = index.offsets;
+  d["keys"] = index.keys;
+  return d;
+}
+
+nb::dict SampleToDict(PlannedSample&& s, const ShardSet& set) {
+  nb::dict d;
+  d["__key__"] = s.sample.key;
+  d["__url__"] = set.sources[s.shard].url;
+  d["__index__"] = s.position;
+  for (auto& [ext, data] : s.sample.fields) d[nb::str(ext.c_str(), ext.size())] = nb::cast(std::move(data));
+  return d;
+}
+
+}  // namespace
+
+void InitPipeline(nb::module_& m) {
+  m.def(
+      "build_shard_index",
+      [](Client& client, const std::string& uri, size_t chunk_size) {
+        std::string key;
+        auto store = StoreForUri(client, uri, &key);
+        ReaderOptions options;
+        options.chunk_size = chunk_size;
+        Result<ShardIndex> index = [&] {
+          nb::gil_scoped_release release;
+          return BuildShardIndex(store, key, options);
+        }();
+        return IndexToDict(Unwrap(std::move(index)));
+      },
+      nb::arg("client"), nb::arg("uri"), nb::arg("chunk_size") = size_t{8 << 20},
+      "Reads a shard once and returns {size, etag, gzip, offsets, keys}.");
+
+  nb::class_<ShardSet>(m, "ShardSet")
+      .def(nb::init<>())
+      .def(
+          "add",
+          [](ShardSet& set, Client& client, const std::string& uri, const std::string& etag, nb::handle offsets, bool gzip) {
+            ShardSource source;
+            source.store = StoreForUri(client, uri, &source.key);
+            source.url = uri;
+            source.etag = etag;
+            source.offsets = OffsetsFrom(offsets);
+            source.gzip = gzip;
+            set.layouts.push_back(ShardLayout{source.offsets, !gzip});
+            set.sources.push_back(std::move(source));
+          },
+          nb::arg("client"), nb::arg("uri"), nb::arg("etag"), nb::arg("offsets"), nb::arg("gzip"))
+      .def("__len__", [](const ShardSet& set) { return set.sources.size(); });
+
+  nb::enum_<Remainder>(m, "Remainder").value("drop", Remainder::kDrop).value("pad", Remainder::kPad);
+
+  nb::class_<PlanOptions>(m, "PlanOptions")
+      .def(nb::init<>())
+      .def_rw("seed", &PlanOptions::seed)
+      .def_rw("epoch", &PlanOptions::epoch)
+      .def_rw("world_size", &PlanOptions::world_size)
+      .def_rw("rank", &PlanOptions::rank)
+      .def_rw("shuffle", &PlanOptions::shuffle)
+      .def_rw("remainder", &PlanOptions::remainder)
+      .def_rw("batch_size", &PlanOptions::batch_size)
+      .def_rw("interleave", &PlanOptions::interleave)
+      .def_rw("chunk_bytes", &PlanOptions::chunk_bytes)
+      .def_rw("shuffle_chunks", &PlanOptions::shuffle_chunks);
+
+  nb::class_<EpochPlan>(m, "EpochPlan")
+      .def_static(
+          "make", [](const ShardSet& set, const PlanOptions& o) { return Unwrap(EpochPlan::Make(set.layouts, o)); },
+          nb::arg("shards"), nb::arg("options"))
+      .def_prop_ro("total_samples", &EpochPlan::total_samples)
+      .def_prop_ro("samples_per_rank", &EpochPlan::samples_per_rank)
+      .def_prop_ro("batch_size", &EpochPlan::batch_size)
+      .def("order", [](const EpochPlan& p) {
+        std::vector<std::pair<uint32_t, uint32_t>> out;
+        out.reserve(p.order().size());
+        for (const auto& r : p.order()) out.emplace_back(r.shard, r.index);
+        return out;
+      }, "The rank's samples as (shard, index) pairs, in delivery order.")
+      .def("worker_positions", &EpochPlan::WorkerPositions, nb::arg("worker"), nb::arg("num_workers"),
+           nb::arg("start") = 0);
+
+  nb::class_<ShardSampleReader>(m, "ShardReader")
+      .def(
+          "__init__",
+          [](ShardSampleReader* self, const ShardSet& set, const EpochPlan& plan, int worker, int num_workers,
+             uint64_t start, size_t max_bytes_ahead, size_t piece_size) {
+            new (self) ShardSampleReader(set.sources, plan, worker, num_workers, start,
+                                         ShardReaderOptions{max_bytes_ahead, piece_size});
+          },
+          nb::arg("shards"), nb::arg("plan"), nb::arg("worker"), nb::arg("num_workers"), nb::arg("start"),
+          nb::arg("max_bytes_ahead"), nb::arg("piece_size"), nb::keep_alive<1, 2>())
+      .def_prop_ro("size", &ShardSampleReader::size)
+      .def(
+          "next",
+          [](ShardSampleReader& reader, const ShardSet& set) -> nb::object {
+            Result<std::optional<PlannedSample>> next = [&] {
+              nb::gil_scoped_release release;
+              return reader.Next();
+            }();
+            std::optional<PlannedSample> sample = Unwrap(std::move(next));
+            if (!sample) return nb::none();
+            return SampleToDict(std::move(*sample), set);
+          },
+          nb::arg("shards"), "The next sample as a dict, or None at the end.");
+}
+
+}  // namespace s3stream::bindings
