@@ -1,4 +1,4 @@
-"""The ``s3stream`` command line: ``cat`` and ``ls`` (more commands arrive with their issues)."""
+"""The ``s3stream`` command line: ``cat``, ``ls`` and ``index``."""
 
 from __future__ import annotations
 
@@ -29,6 +29,21 @@ def _ls(client: Client, args: argparse.Namespace) -> None:
             print(f"{info.size:>12}  {info.key}")
 
 
+def _index(client: Client, args: argparse.Namespace) -> None:
+    from .shard_index import load_indexes
+    from .urls import shard_uris
+
+    uris = shard_uris(args.urls, client)
+    indexes, report = load_indexes(uris, client, write=not args.no_write, missing=args.missing,
+                                   local_cache=args.cache_dir, parallelism=args.parallelism)
+    samples = sum(i.samples for i in indexes.values())
+    print(f"{len(indexes)} shards, {samples} samples: {report.built} indexed now "
+          f"({report.written_beside} written beside their shards, {report.written_to_cache} to the local cache), "
+          f"{report.reused} already indexed" + (f", {len(report.missing)} missing" if report.missing else ""))
+    for uri in report.missing:
+        print(f"missing: {uri}", file=sys.stderr)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="s3stream", description=__doc__)
     parser.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint (default: AWS or $AWS_ENDPOINT_URL)")
@@ -39,10 +54,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ls = sub.add_parser("ls", help="list objects under a prefix")
     ls.add_argument("uri")
     ls.add_argument("-r", "--recursive", action="store_true")
+    index = sub.add_parser("index", help="build the sample index of tar shards (one streaming pass, all in parallel)")
+    index.add_argument("urls", nargs="+", help="shard URIs, brace patterns ({000000..000127}) or prefixes")
+    index.add_argument("--no-write", action="store_true", help="build and check only; write no sidecars")
+    index.add_argument("--missing", choices=("error", "skip"), default="error", help="what a missing shard does")
+    index.add_argument("--cache-dir", default=None, help="where indexes go when the bucket is read-only")
+    index.add_argument("--parallelism", type=int, default=16, help="shards indexed at once")
     args = parser.parse_args(argv)
     try:
         client = Client(endpoint_url=args.endpoint_url, region=args.region)
-        {"cat": _cat, "ls": _ls}[args.command](client, args)
+        {"cat": _cat, "ls": _ls, "index": _index}[args.command](client, args)
     except BrokenPipeError:
         return 0
     except S3StreamError as e:

@@ -1,0 +1,78 @@
+"""Optional decoders for common WebDataset extensions, applied as a dataset ``transform``.
+
+The core hands out raw bytes (zero-copy Buffers); decoding is the user's choice, not the engine's::
+
+    ds = s3stream.ShardDataset(urls, transform=s3stream.decode(image="tensor"))
+
+``cls``/``index``/``label`` -> int, ``txt``/``text`` -> str, ``json`` -> object, ``npy`` -> numpy
+array, ``jpg``/``jpeg``/``png``/``webp``/``bmp``/``gif`` -> PIL image, or a uint8 CHW tensor with
+``image="tensor"``. Other extensions (including ``.gz`` members) stay as Buffers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, Callable, Dict
+
+INT_EXTENSIONS = {"cls", "cls2", "index", "label", "id"}
+TEXT_EXTENSIONS = {"txt", "text", "transcript"}
+IMAGE_EXTENSIONS = {"jpg", "jpeg", "png", "webp", "bmp", "gif", "ppm", "tif", "tiff"}
+
+
+def _image(kind: str) -> Callable[[Any], Any]:
+    from PIL import Image  # Pillow: only needed when images are decoded
+
+    def to_pil(data: Any) -> Any:
+        img = Image.open(io.BytesIO(memoryview(data)))
+        img.load()
+        return img
+
+    if kind == "pil":
+        return to_pil
+
+    def to_tensor(data: Any) -> Any:
+        import numpy as np
+        import torch
+
+        array = np.asarray(to_pil(data).convert("RGB"))
+        return torch.from_numpy(array).permute(2, 0, 1).contiguous()
+
+    if kind == "tensor":
+        return to_tensor
+    raise ValueError(f"image must be 'pil', 'tensor' or None, got {kind!r}")
+
+
+def decode(image: str | None = "pil") -> Callable[[Dict[str, Any]], Dict[str, Any]]:
+    """A transform that decodes the fields it knows and leaves the rest (and ``__*__`` keys) alone."""
+    image_decoder = _image(image) if image else None
+
+    def npy(data: Any) -> Any:
+        import numpy as np
+
+        return np.load(io.BytesIO(memoryview(data)), allow_pickle=False)
+
+    def transform(sample: Dict[str, Any]) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for key, value in sample.items():
+            ext = key.rsplit(".", 1)[-1]
+            if key.startswith("__"):
+                out[key] = value
+            elif ext in INT_EXTENSIONS:
+                out[key] = int(bytes(value).decode().strip())
+            elif ext in TEXT_EXTENSIONS:
+                out[key] = bytes(value).decode("utf-8")
+            elif ext == "json":
+                out[key] = json.loads(bytes(value))
+            elif ext == "npy":
+                out[key] = npy(value)
+            elif image_decoder is not None and ext in IMAGE_EXTENSIONS:
+                out[key] = image_decoder(value)
+            else:
+                out[key] = value
+        return out
+
+    return transform
+
+
+__all__ = ["decode"]

@@ -1,0 +1,230 @@
+"""ShardDataset: an IterableDataset over tar shards in the WebDataset layout.
+
+The native engine reads each worker's share of the epoch plan (docs/epoch_plan.md) with coalesced
+ranged GETs kept in flight ahead of the loop, parses tar members without copying them, and hands
+samples over as dicts: ``{"jpg": Buffer, "cls": Buffer, "__key__": "...", "__url__": "s3://...",
+"__index__": position}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import multiprocessing.context
+import os
+import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+
+import torch.utils.data
+
+from . import _core
+from .client import Client, default_client
+from .distributed import rank_and_world, worker_and_count
+from .errors import InvalidArgumentError
+from .shard_index import ShardIndex, load_indexes
+from .urls import shard_uris
+
+MiB = 1 << 20
+
+# Slots of the shared array through which set_epoch / load_state_dict reach persistent workers.
+_EPOCH, _RESUME_EPOCH, _RESUME_START = range(3)
+
+
+class ShardDataset(torch.utils.data.IterableDataset):
+    """Samples from tar shards, every sample exactly once per epoch across ranks and workers.
+
+    Args:
+        urls: a list of shard URIs, a brace pattern (``s3://b/train-{000000..000127}.tar``), or a
+            prefix to list. ``file://`` URIs and local paths work too.
+        client: the :class:`s3stream.Client` to read with (default: from the environment).
+        transform: applied to each sample dict (e.g. ``s3stream.decode()``).
+        shuffle, seed: the epoch's order is a pure function of (shards, seed, epoch, world size,
+            rank); call :meth:`set_epoch` each epoch (s3stream.DataLoader does it for you).
+        batch_size: the DataLoader's batch size. Batches are dealt to workers in DataLoader's own
+            round-robin order, which makes the order independent of ``num_workers`` and resume exact.
+        remainder: ``"drop"`` the samples that do not split evenly across ranks, or ``"pad"`` by
+            repeating samples from the start of the epoch; either way every rank gets the same count.
+        rank, world_size: default from torch.distributed, else RANK / WORLD_SIZE, else 0 / 1.
+        interleave, chunk_bytes, shuffle_chunks: shards read round-robin at once, consecutive
+            bytes read together, and the chunk-level shuffle buffer.
+        max_bytes_ahead: per worker, bytes fetched ahead of the consumer (the memory bound).
+        missing: ``"error"`` (default) for a missing shard, or ``"skip"`` it (see ``skipped_shards``).
+        build_index, write_index, index_cache_dir: see :mod:`s3stream.shard_index`.
+    """
+
+    def __init__(
+        self,
+        urls: Union[str, Sequence[str]],
+        *,
+        client: Optional[Client] = None,
+        transform: Optional[Callable[[Dict[str, Any]], Any]] = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        batch_size: int = 1,
+        remainder: str = "drop",
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        interleave: int = 4,
+        chunk_bytes: int = 4 * MiB,
+        shuffle_chunks: int = 64,
+        max_bytes_ahead: int = 64 * MiB,
+        piece_size: int = 8 * MiB,
+        missing: str = "error",
+        build_index: bool = True,
+        write_index: bool = True,
+        index_cache_dir: Optional[str] = None,
+        progress: bool = True,
+    ) -> None:
+        super().__init__()
+        if remainder not in ("drop", "pad"):
+            raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
+        for name, value in (("batch_size", batch_size), ("interleave", interleave), ("shuffle_chunks", shuffle_chunks),
+                            ("max_bytes_ahead", max_bytes_ahead), ("piece_size", piece_size)):
+            if not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+        self.client = client if client is not None else default_client()
+        self.transform = transform
+        self.shuffle, self.seed, self.batch_size, self.remainder = shuffle, seed, batch_size, remainder
+        self.interleave, self.chunk_bytes, self.shuffle_chunks = interleave, chunk_bytes, shuffle_chunks
+        self.max_bytes_ahead, self.piece_size = max_bytes_ahead, piece_size
+        self._rank_arg, self._world_arg = rank, world_size
+        rank_and_world(rank, world_size)  # validate now
+
+        uris = shard_uris(urls, self.client)
+        indexes, report = load_indexes(uris, self.client, build=build_index, write=write_index, missing=missing,
+                                       local_cache=index_cache_dir, progress=progress)
+        self.shards: List[ShardIndex] = [indexes[u] for u in uris if u in indexes]
+        self.skipped_shards: List[str] = report.missing
+        self.index_report = report
+        if self.skipped_shards:
+            print(f"s3stream: skipping {len(self.skipped_shards)} missing shards (first: {self.skipped_shards[0]})",
+                  file=sys.stderr)
+        self.total_samples = sum(s.samples for s in self.shards)
+        if self.total_samples == 0:
+            raise InvalidArgumentError(f"the dataset is empty: its {len(uris)} shards hold no samples ({uris[0]} ...)")
+        self._shared = multiprocessing.Array("q", [0, -1, 0])
+        self._shard_set: Any = None
+        self._shard_set_pid: Optional[int] = None
+        self._iteration_start = 0
+        self._yielded = 0
+
+    # -- the epoch and resume position, shared with worker processes ------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch whose order the next iteration follows (also in persistent workers)."""
+        self._shared[_EPOCH] = int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._shared[_EPOCH])
+
+    def _position(self) -> tuple[int, int]:
+        epoch = int(self._shared[_EPOCH])
+        start = int(self._shared[_RESUME_START]) if int(self._shared[_RESUME_EPOCH]) == epoch else 0
+        return epoch, start
+
+    def fingerprint(self) -> str:
+        """Identifies the shard listing: a resumed state must come from the same data."""
+        h = hashlib.sha256()
+        for s in self.shards:
+            h.update(f"{s.uri}\0{s.etag}\0{s.samples}\n".encode())
+        return h.hexdigest()[:16]
+
+    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
+        """Where the epoch stands. ``consumed``: samples the training loop received in the current
+        iteration (s3stream.DataLoader passes it); by default, what this process yielded itself
+        (right for num_workers=0)."""
+        epoch, start = self._position()
+        done = self._yielded if consumed is None else int(consumed)
+        return {
+            "epoch": epoch,
+            "consumed": start + done,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "world_size": rank_and_world(self._rank_arg, self._world_arg)[1],
+            "batch_size": self.batch_size,
+            "remainder": self.remainder,
+            "fingerprint": self.fingerprint(),
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """The next iteration continues the saved epoch after its ``consumed`` samples: nothing is
+        replayed, nothing skipped, whatever the number of DataLoader workers now."""
+        mine = self.state_dict(consumed=0)
+        for key in ("seed", "shuffle", "world_size", "remainder", "fingerprint"):
+            if state.get(key) != mine[key]:
+                raise InvalidArgumentError(
+                    f"cannot resume: the saved state has {key}={state.get(key)!r} but this dataset has "
+                    f"{mine[key]!r} (a resumed run must use the same shards, seed, world size and remainder)"
+                )
+        consumed = int(state["consumed"])
+        if not 0 <= consumed <= len(self):
+            raise InvalidArgumentError(f"cannot resume: consumed={consumed} is outside the epoch's {len(self)} samples")
+        self._shared[_EPOCH] = int(state["epoch"])
+        self._shared[_RESUME_EPOCH] = int(state["epoch"])
+        self._shared[_RESUME_START] = consumed
+
+    # -- iteration ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Samples per rank this epoch (the same on every rank)."""
+        world = rank_and_world(self._rank_arg, self._world_arg)[1]
+        if self.remainder == "drop":
+            return self.total_samples // world
+        return -(-self.total_samples // world)
+
+    def plan(self, epoch: Optional[int] = None) -> Any:
+        """The native epoch plan for this rank (for inspection and tests)."""
+        rank, world = rank_and_world(self._rank_arg, self._world_arg)
+        o = _core.PlanOptions()
+        o.seed, o.epoch = self.seed, self.epoch if epoch is None else epoch
+        o.world_size, o.rank, o.shuffle = world, rank, self.shuffle
+        o.remainder = _core.Remainder.drop if self.remainder == "drop" else _core.Remainder.pad
+        o.batch_size, o.interleave = self.batch_size, self.interleave
+        o.chunk_bytes, o.shuffle_chunks = self.chunk_bytes, self.shuffle_chunks
+        return _core.EpochPlan.make(self._native_shards(), o)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, start = self._position()
+        worker, num_workers = worker_and_count()
+        shards = self._native_shards()
+        plan = self.plan(epoch)
+        reader = _core.ShardReader(shards, plan, worker, num_workers, start, self.max_bytes_ahead, self.piece_size)
+        self._iteration_start, self._yielded = start, 0
+        transform = self.transform
+        while True:
+            sample = reader.next(shards)
+            if sample is None:
+                return
+            self._yielded += 1
+            yield transform(sample) if transform is not None else sample
+
+    def _native_shards(self) -> Any:
+        # Native state never crosses a fork: each process builds its own (cheap: no I/O).
+        if self._shard_set is None or self._shard_set_pid != os.getpid():
+            native_client = self.client._native_client()
+            shard_set = _core.ShardSet()
+            for s in self.shards:
+                shard_set.add(native_client, s.uri, s.etag, s.offsets, s.gzip)
+            self._shard_set, self._shard_set_pid = shard_set, os.getpid()
+        return self._shard_set
+
+    # -- pickling (spawn workers): configuration and indexes, no native handles -------------------
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_shard_set"] = None
+        state["_shard_set_pid"] = None
+        if multiprocessing.context.get_spawning_popen() is None:
+            # Not starting a worker: shared memory cannot travel, so carry its values instead.
+            state["_shared"] = list(self._shared[:])
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        if isinstance(state["_shared"], list):
+            state["_shared"] = multiprocessing.Array("q", state["_shared"])
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return (f"s3stream.ShardDataset({len(self.shards)} shards, {self.total_samples} samples, "
+                f"shuffle={self.shuffle}, seed={self.seed}, epoch={self.epoch})")
+
+
+__all__ = ["ShardDataset"]
