@@ -40,8 +40,9 @@ class ShardDataset(torch.utils.data.IterableDataset):
         transform: applied to each sample dict (e.g. ``s3stream.decode()``).
         shuffle, seed: the epoch's order is a pure function of (shards, seed, epoch, world size,
             rank); call :meth:`set_epoch` each epoch (s3stream.DataLoader does it for you).
-        batch_size: the DataLoader's batch size. Batches are dealt to workers in DataLoader's own
-            round-robin order, which makes the order independent of ``num_workers`` and resume exact.
+        batch_size: the DataLoader's batch size (s3stream.DataLoader fills it in when left None).
+            Batches are dealt to workers in DataLoader's own round-robin order, which makes the
+            order independent of ``num_workers`` and resume exact.
         remainder: ``"drop"`` the samples that do not split evenly across ranks, or ``"pad"`` by
             repeating samples from the start of the epoch; either way every rank gets the same count.
         rank, world_size: default from torch.distributed, else RANK / WORLD_SIZE, else 0 / 1.
@@ -60,7 +61,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         transform: Optional[Callable[[Dict[str, Any]], Any]] = None,
         shuffle: bool = True,
         seed: int = 0,
-        batch_size: int = 1,
+        batch_size: Optional[int] = None,
         remainder: str = "drop",
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
@@ -78,8 +79,9 @@ class ShardDataset(torch.utils.data.IterableDataset):
         super().__init__()
         if remainder not in ("drop", "pad"):
             raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
-        for name, value in (("batch_size", batch_size), ("interleave", interleave), ("shuffle_chunks", shuffle_chunks),
-                            ("max_bytes_ahead", max_bytes_ahead), ("piece_size", piece_size)):
+        for name, value in (("batch_size", 1 if batch_size is None else batch_size), ("interleave", interleave),
+                            ("shuffle_chunks", shuffle_chunks), ("max_bytes_ahead", max_bytes_ahead),
+                            ("piece_size", piece_size)):
             if not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
         self.client = client if client is not None else default_client()
@@ -107,6 +109,20 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self._shard_set_pid: Optional[int] = None
         self._iteration_start = 0
         self._yielded = 0
+
+    def adopt_batch_size(self, batch_size: Optional[int]) -> None:
+        """Called by s3stream.DataLoader with its batch size: batches are the unit dealt to workers."""
+        if batch_size is None or batch_size == self.batch_size:
+            return
+        if self.batch_size is not None:
+            print(f"s3stream: ShardDataset(batch_size={self.batch_size}) differs from the DataLoader's batch_size="
+                  f"{batch_size}; the order will depend on num_workers", file=sys.stderr)
+            return
+        self.batch_size = int(batch_size)
+
+    @property
+    def _plan_batch_size(self) -> int:
+        return self.batch_size or 1
 
     # -- the epoch and resume position, shared with worker processes ------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -141,7 +157,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
             "seed": self.seed,
             "shuffle": self.shuffle,
             "world_size": rank_and_world(self._rank_arg, self._world_arg)[1],
-            "batch_size": self.batch_size,
+            "batch_size": self._plan_batch_size,
             "remainder": self.remainder,
             "fingerprint": self.fingerprint(),
         }
@@ -150,11 +166,11 @@ class ShardDataset(torch.utils.data.IterableDataset):
         """The next iteration continues the saved epoch after its ``consumed`` samples: nothing is
         replayed, nothing skipped, whatever the number of DataLoader workers now."""
         mine = self.state_dict(consumed=0)
-        for key in ("seed", "shuffle", "world_size", "remainder", "fingerprint"):
+        for key in ("seed", "shuffle", "world_size", "remainder", "batch_size", "fingerprint"):
             if state.get(key) != mine[key]:
                 raise InvalidArgumentError(
                     f"cannot resume: the saved state has {key}={state.get(key)!r} but this dataset has "
-                    f"{mine[key]!r} (a resumed run must use the same shards, seed, world size and remainder)"
+                    f"{mine[key]!r} (a resumed run must use the same shards, seed, world size, batch size and remainder)"
                 )
         consumed = int(state["consumed"])
         if not 0 <= consumed <= len(self):
@@ -178,7 +194,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         o.seed, o.epoch = self.seed, self.epoch if epoch is None else epoch
         o.world_size, o.rank, o.shuffle = world, rank, self.shuffle
         o.remainder = _core.Remainder.drop if self.remainder == "drop" else _core.Remainder.pad
-        o.batch_size, o.interleave = self.batch_size, self.interleave
+        o.batch_size, o.interleave = self._plan_batch_size, self.interleave
         o.chunk_bytes, o.shuffle_chunks = self.chunk_bytes, self.shuffle_chunks
         return _core.EpochPlan.make(self._native_shards(), o)
 
