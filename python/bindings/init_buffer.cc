@@ -29,6 +29,17 @@ void InitBuffer(nb::module_& m) {
   nb::class_<Buffer>(m, "Buffer", nb::type_slots(kBufferSlots),
                      "Bytes owned by native code, readable without copying: memoryview(buf), "
                      "numpy.frombuffer(buf, ...), torch.frombuffer(buf, dtype=torch.uint8).")
+      .def("__init__",
+           [](Buffer* self, nb::bytes data) {
+             new (self) Buffer(Buffer::CopyOf(std::string_view(data.c_str(), data.size())));
+           },
+           nb::arg("data"), "A Buffer holding a copy of `data`.")
+      // Pickles as a copy of its bytes (DataLoader workers send samples to the main process).
+      .def("__reduce__", [](nb::handle self) {
+        const Buffer& b = nb::cast<const Buffer&>(self);
+        return nb::make_tuple(self.type(),
+                              nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(b.data()), b.size())));
+      })
       .def("__len__", &Buffer::size)
       .def("__bytes__", [](const Buffer& b) { return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size()); })
       .def("tobytes", [](const Buffer& b) { return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size()); },

@@ -22,8 +22,42 @@ from .errors import (
     UnavailableError,
 )
 from .io import ObjectWriter, open
+from .distributed import rank_and_world, worker_and_count
 
 __version__ = "0.1.0"
+
+# The torch adapters are imported on first use (PEP 562): `import s3stream` stays fast and works
+# without torch installed (the client, s3stream.open and the CLI need no torch); touching one of
+# these names imports torch, and raises ImportError naming the missing dependency if it is absent.
+_LAZY = {
+    "MapDataset": ".map_dataset",
+    "Sample": ".map_dataset",
+    "EpochSampler": ".sampler",
+    "DataLoader": ".loader",
+    "ShardDataset": ".shard_dataset",
+    "decode": ".decoders",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 's3stream' has no attribute {name!r}")
+    import importlib
+
+    try:
+        value = getattr(importlib.import_module(module, __name__), name)
+    except ModuleNotFoundError as e:
+        if e.name != "torch" and not (e.name or "").startswith("torch."):
+            raise
+        raise ImportError(f"s3stream.{name} needs PyTorch: pip install torch") from e
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Buffer",
@@ -32,6 +66,14 @@ __all__ = [
     "ObjectWriter",
     "default_client",
     "open",
+    "rank_and_world",
+    "worker_and_count",
+    "MapDataset",
+    "Sample",
+    "EpochSampler",
+    "DataLoader",
+    "ShardDataset",
+    "decode",
     "S3StreamError",
     "InvalidArgumentError",
     "NotFoundError",

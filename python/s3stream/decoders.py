@@ -35,7 +35,7 @@ def _image(kind: str) -> Callable[[Any], Any]:
         import numpy as np
         import torch
 
-        array = np.asarray(to_pil(data).convert("RGB"))
+        array = np.array(to_pil(data).convert("RGB"))  # a writable copy: torch warns on read-only arrays
         return torch.from_numpy(array).permute(2, 0, 1).contiguous()
 
     if kind == "tensor":

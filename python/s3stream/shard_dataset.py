@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 import torch.utils.data
 
 from . import _core
+from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
@@ -104,7 +105,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self.total_samples = sum(s.samples for s in self.shards)
         if self.total_samples == 0:
             raise InvalidArgumentError(f"the dataset is empty: its {len(uris)} shards hold no samples ({uris[0]} ...)")
-        self._shared = multiprocessing.Array("q", [0, -1, 0])
+        # No lock: single-word reads and writes, and a fork-context lock cannot travel to spawn workers.
+        self._shared = multiprocessing.Array("q", [0, -1, 0], lock=False)
         self._shard_set: Any = None
         self._shard_set_pid: Optional[int] = None
         self._iteration_start = 0
@@ -235,7 +237,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         if isinstance(state["_shared"], list):
-            state["_shared"] = multiprocessing.Array("q", state["_shared"])
+            state["_shared"] = multiprocessing.Array("q", state["_shared"], lock=False)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:

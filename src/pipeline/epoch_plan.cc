@@ -142,7 +142,10 @@ Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const 
   if (o.shuffle) Prng::For({o.seed, o.epoch, kShardOrder}).Shuffle(shard_order.begin(), shard_order.end());
 
   std::vector<Segment> segments = RankSegments(shards, shard_order, total, o.rank * per_rank, per_rank);
-  std::vector<Segment> chunks = Interleave(shards, segments, o);
+  // Without shuffling the order is simply the epoch's sequence: no interleaving either.
+  PlanOptions mix = o;
+  if (!o.shuffle) mix.interleave = 1;
+  std::vector<Segment> chunks = Interleave(shards, segments, mix);
   if (o.shuffle) {
     chunks = ShuffleBuffer(std::move(chunks), o.shuffle_chunks, Prng::For({o.seed, o.epoch, (uint64_t)o.rank, kChunkBuffer}));
   }

@@ -141,10 +141,9 @@ TEST(EpochPlan, DeterministicAndReshuffledEachEpoch) {
   EXPECT_NE(a, EpochPlan::Make(shards, o).value().order());
   o.shuffle = false;
   auto plain = EpochPlan::Make(shards, o).value().order();
-  for (size_t i = 0; i < 4 * 48; ++i) {
-    // Unshuffled: shards in order, interleaved 4 at a time in chunks of 3 samples (up to the short
-    // last chunks).
-    EXPECT_EQ(plain[i].shard, (i / 3) % 4) << i;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    // Unshuffled: shards in order, samples in order, no interleaving.
+    EXPECT_EQ(plain[i], (SampleRef{static_cast<uint32_t>(i / 50), static_cast<uint32_t>(i % 50)})) << i;
   }
 }
 

@@ -1,0 +1,308 @@
+"""MapDataset: a map-style dataset with one object per sample (one JPEG per image, ...).
+
+::
+
+    ds = s3stream.MapDataset.from_prefix("s3://bucket/train/", transform=decode)
+    sampler = s3stream.EpochSampler(ds, shuffle=True, seed=0)      # ranks, epochs, resume
+    loader = s3stream.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=8)
+
+* The listing happens once, at construction, and travels with the dataset to every DataLoader
+  worker (fork or spawn) and every epoch: no LIST per epoch or per worker.
+* ``ds[i]`` fetches one object; ``ds.__getitems__(indices)`` (what DataLoader calls for a batch)
+  fetches the whole batch concurrently with one :meth:`s3stream.Client.get_many`.
+* A sample is a :class:`Sample` ``(key, data, index)``: ``data`` is the object's bytes as a zero-copy
+  :class:`s3stream.Buffer`; ``torch.frombuffer(sample.data, dtype=torch.uint8)`` is a tensor over the
+  same memory, without a copy.
+* The keys are stored in one bytes blob plus an offsets array, not as a list of str: 10 M keys cost
+  about their UTF-8 size, pickle in one piece for spawn workers, and reading them in forked workers
+  does not touch per-key reference counts (which would copy the parent's pages into every worker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import sys
+import time
+from array import array
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import torch.utils.data
+
+from . import collate as _collate  # noqa: F401  (registers Buffer batching)
+from .client import Client, default_client
+from .errors import InvalidArgumentError
+
+# Progress for long listings: nothing for a listing that finishes within _PROGRESS_AFTER_S, then a
+# line on stderr every _PROGRESS_EVERY_S. Module attributes so tests (and impatient users) can tune.
+_PROGRESS_AFTER_S = 2.0
+_PROGRESS_EVERY_S = 1.0
+_LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum)
+
+
+class Sample(NamedTuple):
+    """One object of a :class:`MapDataset`.
+
+    Attributes:
+        key: the object's full URI (``s3://bucket/train/0001.jpg``; ``file:///...`` for local
+            files): unambiguous even when a dataset spans several buckets.
+        data: the object's bytes, a zero-copy :class:`s3stream.Buffer` (buffer protocol, writable);
+            ``torch.frombuffer(sample.data, dtype=torch.uint8)`` shares its memory.
+        index: the sample's position in the dataset (``dataset[index]``).
+
+    A Sample pickled to another process (e.g. returned untransformed from a DataLoader worker)
+    carries a copy of its bytes: a Buffer pickles as its contents.
+    """
+
+    key: str
+    data: Any
+    index: int
+
+    def __repr__(self) -> str:
+        try:
+            size = f"<{memoryview(self.data).nbytes} bytes>"
+        except TypeError:  # a transform-free Sample always holds a buffer, but be safe in a repr
+            size = repr(self.data)
+        return f"Sample(key={self.key!r}, data={size}, index={self.index})"
+
+
+class _KeyTable:
+    """URIs as ``base + key``: the keys' UTF-8 bytes in one blob, ``offsets[i]:offsets[i + 1]`` each."""
+
+    __slots__ = ("base", "blob", "offsets")
+
+    def __init__(self, base: str, blob: bytes, offsets: array) -> None:
+        self.base = base
+        self.blob = blob
+        self.offsets = offsets
+
+    @classmethod
+    def from_strings(cls, base: str, keys: Iterable[str]) -> "_KeyTable":
+        blob = bytearray()
+        offsets = array("Q", [0])
+        for k in keys:
+            blob += k.encode("utf-8")
+            offsets.append(len(blob))
+        return cls(base, bytes(blob), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def key(self, i: int) -> str:
+        return self.blob[self.offsets[i] : self.offsets[i + 1]].decode("utf-8")
+
+    def uri(self, i: int) -> str:
+        return self.base + self.key(i)
+
+    def __getstate__(self) -> Tuple[str, bytes, array]:
+        return self.base, self.blob, self.offsets
+
+    def __setstate__(self, state: Tuple[str, bytes, array]) -> None:
+        self.base, self.blob, self.offsets = state
+
+
+def _listing_base(uri: str) -> str:
+    """What to put before a listed key to get its URI back (keys are relative to the store root)."""
+    if uri.startswith("s3://"):
+        bucket = uri[len("s3://") :].split("/", 1)[0]
+        return f"s3://{bucket}/"
+    if uri.startswith("file://"):
+        return "file:///"  # the file store's keys are absolute paths without the leading '/'
+    return "/"  # a plain path: listed keys are absolute paths without the leading '/'
+
+
+class MapDataset(torch.utils.data.Dataset):
+    """A map-style dataset over a fixed list of objects, one object per sample.
+
+    Build it with :meth:`from_prefix` (lists once) or :meth:`from_objects` (no request at all);
+    ``MapDataset(uris, ...)`` is the same as ``from_objects``.
+
+    Args:
+        uris: the objects' URIs, in the dataset's order.
+        transform: called with each :class:`Sample`; its result is what indexing returns.
+        client: the :class:`s3stream.Client` to read with (default: :func:`s3stream.default_client`).
+
+    Pickles by configuration (the client's options and the key table), never by native handles,
+    so DataLoader workers work with ``fork`` and ``spawn``.
+    """
+
+    def __init__(
+        self,
+        uris: Sequence[str],
+        transform: Optional[Callable[[Sample], Any]] = None,
+        client: Optional[Client] = None,
+    ) -> None:
+        if isinstance(uris, (str, bytes)):
+            raise InvalidArgumentError(
+                "from_objects takes a list of URIs, not one string; for everything under a prefix "
+                "use MapDataset.from_prefix"
+            )
+        uris = list(uris)
+        for u in uris:
+            if not isinstance(u, str) or not u:
+                raise InvalidArgumentError(f"object URIs must be non-empty strings, got {u!r}")
+        if not uris:
+            raise InvalidArgumentError("MapDataset.from_objects needs at least one object URI, got none")
+        self._init(_KeyTable.from_strings("", uris), transform, client, source=f"{len(uris)} objects")
+
+    def _init(
+        self, table: _KeyTable, transform: Optional[Callable[[Sample], Any]], client: Optional[Client], source: str
+    ) -> None:
+        if transform is not None and not callable(transform):
+            raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
+        if client is not None and not isinstance(client, Client):
+            raise InvalidArgumentError(f"client must be an s3stream.Client, got {type(client).__name__}")
+        self._table = table
+        self.transform = transform
+        self.client = client if client is not None else default_client()
+        self.source = source
+        self._fingerprint: Optional[str] = None
+
+    # -- construction --------------------------------------------------------------------------------
+    @classmethod
+    def from_objects(
+        cls,
+        uris: Sequence[str],
+        transform: Optional[Callable[[Sample], Any]] = None,
+        client: Optional[Client] = None,
+    ) -> "MapDataset":
+        """A dataset over exactly these objects, in this order. Sends no request (no LIST, no HEAD):
+        a missing object surfaces as :class:`s3stream.NotFoundError` when it is read."""
+        return cls(uris, transform=transform, client=client)
+
+    @classmethod
+    def from_prefix(
+        cls,
+        uri: str,
+        transform: Optional[Callable[[Sample], Any]] = None,
+        client: Optional[Client] = None,
+        *,
+        suffixes: Union[str, Sequence[str], None] = None,
+        progress: bool = True,
+    ) -> "MapDataset":
+        """A dataset over every object whose key starts with the URI's key, in key order.
+
+        The listing is streamed page by page (memory stays at the keys' size) and happens here, once.
+        Keys ending in ``/`` (the "directory markers" consoles create) are skipped. The prefix is
+        taken verbatim, as S3 does: ``s3://b/train`` also matches ``s3://b/train2/...``; end it with
+        ``/`` to stay inside one "directory".
+
+        Args:
+            suffixes: keep only keys ending with one of these (``".jpg"`` or ``(".jpg", ".png")``).
+            progress: report on stderr while a listing takes longer than a couple of seconds.
+
+        Raises:
+            InvalidArgumentError: nothing matched (the message names the prefix).
+            NotFoundError: the bucket does not exist.
+        """
+        if not isinstance(uri, str) or not uri:
+            raise InvalidArgumentError(f"from_prefix takes a URI such as 's3://bucket/train/', got {uri!r}")
+        if isinstance(suffixes, str):
+            suffixes = (suffixes,)
+        wanted: Optional[Tuple[str, ...]] = tuple(suffixes) if suffixes is not None else None
+        if wanted is not None and (not wanted or not all(isinstance(s, str) and s for s in wanted)):
+            raise InvalidArgumentError(f"suffixes must be non-empty strings, got {suffixes!r}")
+        client = client if client is not None else default_client()
+
+        blob = bytearray()
+        offsets = array("Q", [0])
+        listed = markers = 0
+        previous = b""
+        in_order = True
+        t0 = last_report = time.monotonic()
+        reported = False
+        tty = progress and sys.stderr is not None and sys.stderr.isatty()
+        for info in client.list(uri, page_size=_LIST_PAGE_SIZE):
+            listed += 1
+            key = info.key
+            if key.endswith("/"):
+                markers += 1
+            elif wanted is None or key.endswith(wanted):
+                encoded = key.encode("utf-8")
+                if encoded < previous:
+                    in_order = False
+                previous = encoded
+                blob += encoded
+                offsets.append(len(blob))
+            if progress:
+                now = time.monotonic()
+                if now - t0 >= _PROGRESS_AFTER_S and now - last_report >= _PROGRESS_EVERY_S:
+                    last_report, reported = now, True
+                    line = f"s3stream: listed {listed:,} objects under {uri} ..."
+                    print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+        if reported:
+            kept = len(offsets) - 1
+            line = f"s3stream: listed {listed:,} objects under {uri} in {time.monotonic() - t0:.1f}s ({kept:,} kept)"
+            print(("\r" + line) if tty else line, file=sys.stderr, flush=True)
+
+        table = _KeyTable(_listing_base(uri), bytes(blob), offsets)
+        del blob
+        if len(table) == 0:
+            detail = f"{listed:,} keys listed"
+            if markers:
+                detail += f", {markers:,} of them directory markers"
+            if wanted is not None:
+                detail += f", none ending in {', '.join(wanted)}"
+            raise InvalidArgumentError(f"no objects under {uri} ({detail}); check the prefix")
+        if not in_order:
+            # S3 lists in UTF-8 byte order; a store that does not still gets a deterministic order,
+            # because the epoch plan is a function of the listing's order.
+            keys = sorted((table.key(i) for i in range(len(table))), key=lambda k: k.encode("utf-8"))
+            table = _KeyTable.from_strings(table.base, keys)
+        dataset = cls.__new__(cls)
+        dataset._init(table, transform, client, source=uri)
+        return dataset
+
+    # -- access --------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def uri(self, index: int) -> str:
+        """The URI of sample ``index`` (no request)."""
+        return self._table.uri(self._check(index))
+
+    def _check(self, index: Any) -> int:
+        try:
+            i = operator.index(index)
+        except TypeError:
+            raise TypeError(f"MapDataset indices must be integers, got {type(index).__name__}") from None
+        n = len(self._table)
+        if not 0 <= i < n:
+            # Negative indices are refused on purpose: samplers never produce them, so one is a bug.
+            raise IndexError(f"index {i} is out of range for a MapDataset of {n} objects (valid: 0..{n - 1})")
+        return i
+
+    def _finish(self, sample: Sample) -> Any:
+        return self.transform(sample) if self.transform is not None else sample
+
+    def __getitem__(self, index: int) -> Any:
+        """Fetches sample ``index``: a :class:`Sample`, or ``transform(sample)`` when there is one."""
+        i = self._check(index)
+        uri = self._table.uri(i)
+        return self._finish(Sample(uri, self.client.get(uri), i))
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Any]:
+        """Fetches several samples concurrently (one :meth:`Client.get_many`: every GET in flight at
+        once, the GIL released while waiting), then applies ``transform`` to each, in order.
+        DataLoader calls this with each batch's indices."""
+        checked = [self._check(i) for i in indices]
+        uris = [self._table.uri(i) for i in checked]
+        buffers = self.client.get_many(uris) if uris else []
+        return [self._finish(Sample(u, b, i)) for u, b, i in zip(uris, buffers, checked)]
+
+    def fingerprint(self) -> str:
+        """A short hash of the listing (URIs and their order): a resumed sampler state must come
+        from the same data."""
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            h.update(self._table.base.encode("utf-8") + b"\0")
+            h.update(self._table.offsets.tobytes())  # little-endian on every platform we build for
+            h.update(self._table.blob)
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        return f"s3stream.MapDataset({len(self):,} objects from {self.source})"
+
+
+__all__ = ["MapDataset", "Sample"]

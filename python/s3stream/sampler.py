@@ -1,0 +1,313 @@
+"""EpochSampler: the epoch plan for map-style datasets.
+
+Which samples this rank reads in an epoch, and in which order, is a pure function of
+``(dataset size, seed, epoch, world size, rank, shuffle, remainder)``:
+
+1. The epoch's order: with ``shuffle`` a permutation of ``range(N)`` seeded by ``(seed, epoch)``,
+   else ``range(N)``. The permutation sorts the indices by a SplitMix64 hash of
+   ``(seed, epoch, index)`` (a bijection, so there are no ties); it is our own arithmetic, not
+   torch's or numpy's generators, so the same seed gives the same order with any library version,
+   on any machine, in every run.
+2. Rank ``r`` takes positions ``[r * L, (r + 1) * L)`` of that order. With ``remainder="drop"``,
+   ``L = N // world_size`` and the ``N % world_size`` samples at the end of the order are left out
+   (different ones every epoch, since the order changes); with ``"pad"``, ``L = ceil(N / world_size)``
+   and the positions past the end wrap around to the start of the order. Either way every rank has
+   exactly ``L`` samples, so DDP never waits on a rank that ran out.
+3. The sampler runs in the main process (DataLoader workers only receive indices), so the number of
+   workers does not change the order, and a resumed epoch continues exactly where it stopped even
+   with a different ``num_workers``.
+
+Resume: :meth:`EpochSampler.state_dict` / :meth:`EpochSampler.load_state_dict`. A DataLoader fetches
+indices ahead of the training loop (``prefetch_factor * num_workers`` batches), so what the sampler
+has yielded overcounts what the loop received: pass ``consumed=`` (the samples the loop received in
+the current epoch), or use :class:`s3stream.DataLoader`, which counts them and passes them for you.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Sized, Union
+
+import torch.utils.data
+
+from .distributed import rank_and_world
+from .errors import InvalidArgumentError
+
+try:  # numpy makes the permutation ~50x faster; the pure-Python path gives the same order.
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy ships with practically every torch install
+    _np = None
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_M1 = 0xBF58476D1CE4E5B9
+_M2 = 0x94D049BB133111EB
+_MAP_ORDER_STAGE = 4  # stages 1-3 are the shard plan's (src/pipeline/epoch_plan.cc)
+_ITER_CHUNK = 8192  # indices converted to Python ints at a time (keeps iteration memory small)
+
+REMAINDERS = ("drop", "pad")
+
+
+def _mix(z: int) -> int:
+    """SplitMix64's finaliser (as src/pipeline/prng.h): a bijection on 64-bit integers."""
+    z = ((z ^ (z >> 30)) * _M1) & _MASK
+    z = ((z ^ (z >> 27)) * _M2) & _MASK
+    return z ^ (z >> 31)
+
+
+def _seed_key(*keys: int) -> int:
+    """Mixes several keys into one 64-bit value, as ``Prng::For`` does in the C++ core."""
+    h = 0x6A09E667F3BCC909
+    for k in keys:
+        h = _mix(h ^ _mix((k + _GOLDEN) & _MASK))
+    return h
+
+
+def _permutation_py(n: int, key: int) -> List[int]:
+    return sorted(range(n), key=lambda i: _mix(key ^ _mix((i + _GOLDEN) & _MASK)))
+
+
+def _permutation_np(n: int, key: int) -> Any:
+    u = _np.uint64
+    z = _np.arange(n, dtype=u)
+    z += u(_GOLDEN)  # uint64 array arithmetic wraps modulo 2**64, as intended
+    z = _mix_np(z)
+    z ^= u(key)
+    z = _mix_np(z)
+    return _np.argsort(z, kind="stable")
+
+
+def _mix_np(z: Any) -> Any:
+    u = _np.uint64
+    z = (z ^ (z >> u(30))) * u(_M1)
+    z = (z ^ (z >> u(27))) * u(_M2)
+    return z ^ (z >> u(31))
+
+
+def epoch_permutation(n: int, seed: int, epoch: int) -> Sequence[int]:
+    """The shuffled order of ``range(n)`` for ``(seed, epoch)``: a pure function of its arguments."""
+    key = _seed_key(seed & _MASK, epoch & _MASK, _MAP_ORDER_STAGE)
+    if _np is not None:
+        return _permutation_np(n, key)
+    return _permutation_py(n, key)
+
+
+class EpochSampler(torch.utils.data.Sampler[int]):
+    """Indices of a map-style dataset for this rank, every sample exactly once per epoch across all
+    ranks (see the module docstring for the plan).
+
+    Args:
+        dataset_or_length: the dataset (anything with ``len()``), or its length. When the dataset
+            has a ``fingerprint()`` (:class:`s3stream.MapDataset` does), resumed states are checked
+            against it too.
+        shuffle: a new seeded order every epoch (call :meth:`set_epoch`, or use
+            :class:`s3stream.DataLoader`, which advances the epoch by itself).
+        seed: the same seed gives the same order in every run.
+        rank, world_size: default from torch.distributed when initialised, else ``RANK`` /
+            ``WORLD_SIZE``, else 0 / 1 (resolved here, at construction).
+        remainder: ``"drop"`` or ``"pad"`` the samples that do not split evenly across ranks.
+
+    Raises:
+        InvalidArgumentError: an empty dataset, a bad option, a rank outside the world, or
+            ``remainder="drop"`` with fewer samples than ranks.
+    """
+
+    def __init__(
+        self,
+        dataset_or_length: Union[Sized, int],
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        remainder: str = "drop",
+    ) -> None:
+        super().__init__()
+        if isinstance(dataset_or_length, bool):
+            raise InvalidArgumentError(f"EpochSampler needs a dataset or its length, got {dataset_or_length!r}")
+        fingerprint = None
+        try:
+            n = operator.index(dataset_or_length)  # an int, a numpy integer, a 0-d integer tensor
+        except TypeError:
+            try:
+                n = len(dataset_or_length)
+            except TypeError:
+                raise InvalidArgumentError(
+                    f"EpochSampler needs a dataset with len() or its length, got {type(dataset_or_length).__name__}"
+                ) from None
+            fp = getattr(dataset_or_length, "fingerprint", None)
+            fingerprint = fp() if callable(fp) else None
+        if n < 1:
+            raise InvalidArgumentError(f"EpochSampler needs at least one sample, the dataset has {n}")
+        if remainder not in REMAINDERS:
+            raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidArgumentError(f"seed must be an integer, got {seed!r}")
+        self.rank, self.world_size = rank_and_world(rank, world_size)
+        self.dataset_size = n
+        self.shuffle = bool(shuffle)
+        self.seed = seed
+        self.remainder = remainder
+        self.fingerprint = fingerprint
+        self.samples_per_rank = n // self.world_size if remainder == "drop" else -(-n // self.world_size)
+        if self.samples_per_rank == 0:
+            raise InvalidArgumentError(
+                f"the dataset has {n} samples, fewer than the {self.world_size} ranks: with remainder='drop' "
+                "every rank would get none; use remainder='pad'"
+            )
+        self._epoch = 0
+        self._resume: Optional[tuple] = None  # (epoch, start): where that epoch continues
+        self._pass_epoch: Optional[int] = None  # the epoch of the latest __iter__ pass ...
+        self._pass_yielded = 0  # ... and how many indices it has yielded so far
+        self._completed_epoch: Optional[int] = None
+        self._warned_same_epoch = False
+
+    # -- epochs and positions --------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch whose order the next iteration follows. A position restored by
+        :meth:`load_state_dict` applies only while the epoch is the restored one."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgumentError(f"epoch must be a non-negative integer, got {epoch!r}")
+        self._epoch = epoch
+
+    def _start(self, epoch: int) -> int:
+        if self._resume is not None and self._resume[0] == epoch:
+            return self._resume[1]
+        return 0
+
+    def indices(self, epoch: Optional[int] = None) -> List[int]:
+        """This rank's whole order for ``epoch`` (default: the current one), from its start."""
+        return [int(i) for i in self._rank_order(self._epoch if epoch is None else epoch)]
+
+    def _rank_order(self, epoch: int) -> Sequence[int]:
+        n, per_rank = self.dataset_size, self.samples_per_rank
+        if self.shuffle:
+            order = epoch_permutation(n, self.seed, epoch)
+        else:
+            order = _np.arange(n) if _np is not None else range(n)
+        begin = self.rank * per_rank
+        if begin + per_rank <= n:
+            return order[begin : begin + per_rank]
+        # pad: positions past the end wrap around to the start of the epoch's order (repeatedly,
+        # when there are fewer samples than ranks)
+        if _np is not None:
+            return _np.asarray(order)[_np.arange(begin, begin + per_rank) % n]
+        return [order[p % n] for p in range(begin, begin + per_rank)]
+
+    def __len__(self) -> int:
+        """Indices the next pass over the current epoch yields (fewer when resuming mid-epoch)."""
+        return self.samples_per_rank - self._start(self._epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        epoch = self._epoch
+        start = self._start(epoch)
+        if self.shuffle and self._completed_epoch == epoch and start == 0 and not self._warned_same_epoch:
+            self._warned_same_epoch = True
+            warnings.warn(
+                f"EpochSampler: epoch {epoch} is being iterated again with the same order; call "
+                "sampler.set_epoch(epoch) every epoch (s3stream.DataLoader advances it by itself)",
+                stacklevel=2,
+            )
+        order = self._rank_order(epoch)
+        self._pass_epoch, self._pass_yielded = epoch, 0
+        for lo in range(start, self.samples_per_rank, _ITER_CHUNK):
+            chunk = order[lo : lo + _ITER_CHUNK]
+            for i in chunk.tolist() if hasattr(chunk, "tolist") else chunk:
+                self._pass_yielded += 1
+                yield i
+        self._completed_epoch = epoch
+
+    # -- resume ------------------------------------------------------------------------------------------
+    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
+        """Where the current epoch stands.
+
+        Args:
+            consumed: how many samples of the current epoch's iteration the training loop has
+                received (:class:`s3stream.DataLoader` passes it). By default, the indices this
+                sampler has yielded in that iteration, which is exact only without prefetching
+                (``num_workers=0``): with workers, DataLoader fetches indices ahead of the loop.
+
+        Returns:
+            ``{"epoch", "consumed", "seed", "shuffle", "num_samples", "world_size", "remainder",
+            "fingerprint"}``; ``consumed`` counts from the epoch's start (it includes a restored
+            position), ``num_samples`` is the dataset's size.
+        """
+        epoch = self._epoch
+        if consumed is None:
+            consumed = self._pass_yielded if self._pass_epoch == epoch else 0
+        elif isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+            raise InvalidArgumentError(f"consumed must be a non-negative integer, got {consumed!r}")
+        position = self._start(epoch) + consumed
+        if position > self.samples_per_rank:
+            raise InvalidArgumentError(
+                f"consumed={consumed} goes past the end of the epoch: this rank has {self.samples_per_rank} "
+                f"samples per epoch and the iteration started at {self._start(epoch)}"
+            )
+        return {
+            "epoch": epoch,
+            "consumed": position,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "num_samples": self.dataset_size,
+            "world_size": self.world_size,
+            "remainder": self.remainder,
+            "fingerprint": self.fingerprint,
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continues the saved epoch after its ``consumed`` samples: the next iteration yields
+        exactly the indices the saved run had not delivered, on every rank, whatever the number of
+        DataLoader workers now.
+
+        Raises:
+            InvalidArgumentError: the state is not an EpochSampler state, or it comes from another
+                dataset, seed, shuffle, world size or remainder.
+        """
+        if not isinstance(state, dict) or not {"epoch", "consumed"} <= state.keys():
+            raise InvalidArgumentError(f"not an EpochSampler state (needs 'epoch' and 'consumed'): {state!r}")
+        mine = {
+            "num_samples": self.dataset_size,
+            "world_size": self.world_size,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "remainder": self.remainder,
+        }
+        for key, value in mine.items():
+            if key in state and state[key] != value:
+                raise InvalidArgumentError(
+                    f"cannot resume: the saved state has {key}={state[key]!r} but this sampler has {value!r} "
+                    "(a resumed run needs the same dataset, seed, shuffle, world size and remainder)"
+                )
+        saved_fp = state.get("fingerprint")
+        if saved_fp is not None and self.fingerprint is not None and saved_fp != self.fingerprint:
+            raise InvalidArgumentError(
+                f"cannot resume: the saved state comes from another listing (fingerprint {saved_fp}, "
+                f"this dataset's is {self.fingerprint}); the objects or their order changed"
+            )
+        epoch, consumed = state["epoch"], state["consumed"]
+        for name, value in (("epoch", epoch), ("consumed", consumed)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgumentError(f"cannot resume: {name} must be a non-negative integer, got {value!r}")
+        if consumed > self.samples_per_rank:
+            raise InvalidArgumentError(
+                f"cannot resume: consumed={consumed} is past the epoch's {self.samples_per_rank} samples per rank"
+            )
+        self._epoch = epoch
+        self._resume = (epoch, consumed)
+        self._pass_epoch, self._pass_yielded = None, 0
+        self._completed_epoch = None
+
+    def __repr__(self) -> str:
+        return (
+            f"s3stream.EpochSampler({self.dataset_size:,} samples, rank {self.rank}/{self.world_size}, "
+            f"{self.samples_per_rank:,} per rank, shuffle={self.shuffle}, seed={self.seed}, "
+            f"remainder={self.remainder!r}, epoch={self._epoch})"
+        )
+
+
+__all__ = ["EpochSampler", "epoch_permutation"]
