@@ -385,6 +385,30 @@ def test_index_built_once_then_reused(s3_endpoint, boto3_client, bucket, uneven)
         assert proxy.errors == []
 
 
+def test_samples_stream_before_the_shards_are_downloaded(s3_endpoint, boto3_client, bucket, client):
+    """The first sample comes after a few small ranged GETs, not after the shards' download, and
+    a worker reads several shards at once (interleave)."""
+    samples = [(f"big{s}/{i:04d}", {"bin": bytes([s]) * (64 << 10)}) for s in range(4) for i in range(64)]
+    uris = []
+    for s in range(4):
+        boto3_client.put_object(Bucket=bucket, Key=f"big/{s}.tar", Body=samples_tar(samples[s * 64 : (s + 1) * 64]))
+        uris.append(s3_uri(bucket, f"big/{s}.tar"))
+    total = sum(len(f["bin"]) for _, f in samples)
+    dataset(uris, client)  # builds the indexes (a full read), outside the recorded run
+    with RecordingProxy(s3_endpoint) as proxy:
+        ds = dataset(uris, s3stream.Client(endpoint_url=proxy.url), shuffle=True, batch_size=8,
+                     chunk_bytes=256 << 10, max_bytes_ahead=2 << 20)
+        before = len(proxy.requests)
+        it = iter(ds)
+        first_batch = [next(it) for _ in range(8)]
+        ranges = [q.header("Range") for q in proxy.requests[before:] if q.method == "GET"]
+        assert ranges and all(r and r.startswith("bytes=") for r in ranges), ranges  # only ranged reads
+        fetched = sum(int(b) - int(a) + 1 for a, b in (r[len("bytes="):].split("-") for r in ranges))
+        assert fetched < total / 4, f"{fetched} of {total} bytes fetched before the first samples"
+        assert len({s["__url__"] for s in first_batch}) >= 2, "one batch should draw on several shards"
+        assert sum(1 for _ in it) == len(samples) - 8
+
+
 def test_rewritten_shard_is_reindexed(boto3_client, bucket, uneven, client):
     first = dataset(uneven.uris, client)
     assert first.index_report.built == 5
