@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -29,6 +30,8 @@ class Buffer {
   static Buffer Allocate(size_t capacity);
   static Buffer CopyOf(std::span<const uint8_t> bytes);
   static Buffer CopyOf(std::string_view bytes);
+  // A Buffer over memory someone else owns; `release` runs once the last reference is gone.
+  static Buffer Wrap(uint8_t* data, size_t size, std::function<void()> release);
 
   uint8_t* data() { return base() + offset_; }
   const uint8_t* data() const { return base() + offset_; }

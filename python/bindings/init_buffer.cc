@@ -34,6 +34,30 @@ void InitBuffer(nb::module_& m) {
              new (self) Buffer(Buffer::CopyOf(std::string_view(data.c_str(), data.size())));
            },
            nb::arg("data"), "A Buffer holding a copy of `data`.")
+      .def_static(
+          "view",
+          [](nb::handle owner, size_t offset, size_t length) {
+            // Zero-copy: a Buffer over [offset, offset+length) of any buffer-protocol object (a
+            // shared-memory tensor arriving from a DataLoader worker); the view keeps it alive.
+            auto* view = new Py_buffer();
+            if (PyObject_GetBuffer(owner.ptr(), view, PyBUF_SIMPLE) != 0) {
+              delete view;
+              throw nb::python_error();
+            }
+            if (offset + length > static_cast<size_t>(view->len)) {
+              PyBuffer_Release(view);
+              delete view;
+              throw nb::index_error("view outside the owner's memory");
+            }
+            auto* base = static_cast<uint8_t*>(view->buf) + offset;
+            return Buffer::Wrap(base, length, [view] {
+              nb::gil_scoped_acquire gil;  // the last reference may drop on a native thread
+              PyBuffer_Release(view);
+              delete view;
+            });
+          },
+          nb::arg("owner"), nb::arg("offset"), nb::arg("length"),
+          "A Buffer sharing [offset, offset+length) of `owner`'s memory (kept alive).")
       // Pickles as a copy of its bytes (DataLoader workers send samples to the main process).
       .def("__reduce__", [](nb::handle self) {
         const Buffer& b = nb::cast<const Buffer&>(self);

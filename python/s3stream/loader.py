@@ -59,6 +59,7 @@ import torch
 import torch.utils.data
 
 from .errors import InvalidArgumentError
+from .transfer import PackingCollate, unpack
 
 STATE_VERSION = 1
 _COMPONENTS = ("sampler", "batch_sampler", "dataset")
@@ -203,6 +204,7 @@ class _CountingIterator:
             if record.sizes:
                 record.delivered += record.sizes.popleft()
             raise
+        batch = unpack(batch)
         if record.sizes:
             record.delivered += record.sizes.popleft()
         else:
@@ -233,6 +235,9 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def __init__(self, *args: Any, advance_epoch: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.num_workers > 0:
+            # Buffers in a batch cross from the workers in one shared-memory block (transfer.py).
+            self.collate_fn = PackingCollate(self.collate_fn)
         self._s3s_advance_epoch = bool(advance_epoch)
         self._s3s_tracker = _Tracker()
         # A dataset that plans in batches (s3stream.ShardDataset deals whole batches to workers, so

@@ -23,17 +23,22 @@ struct PoolState {
 };
 
 struct BufferStorage {
-  explicit BufferStorage(size_t n) : bytes(new uint8_t[n]), capacity(n) {}
+  explicit BufferStorage(size_t n) : owned(new uint8_t[n]), bytes(owned.get()), capacity(n) {}
+  BufferStorage(uint8_t* external, size_t n, std::function<void()> release_fn)
+      : bytes(external), capacity(n), release(std::move(release_fn)) {}
   ~BufferStorage() {
+    if (release) release();
     if (auto pool = owner.lock()) {
       std::lock_guard<std::mutex> lock(pool->mu);
       pool->in_use -= capacity;
       pool->released.notify_all();
     }
   }
-  std::unique_ptr<uint8_t[]> bytes;
+  std::unique_ptr<uint8_t[]> owned;  // empty for wrapped memory
+  uint8_t* bytes;
   size_t capacity;
-  std::weak_ptr<PoolState> owner;  // weak: buffers may outlive their pool
+  std::function<void()> release;     // for wrapped memory
+  std::weak_ptr<PoolState> owner;    // weak: buffers may outlive their pool
 };
 
 }  // namespace internal
@@ -42,6 +47,12 @@ Buffer::Buffer(std::shared_ptr<internal::BufferStorage> storage) : storage_(std:
 
 Buffer Buffer::Allocate(size_t capacity) {
   return Buffer(std::make_shared<internal::BufferStorage>(capacity));
+}
+
+Buffer Buffer::Wrap(uint8_t* data, size_t size, std::function<void()> release) {
+  Buffer b(std::make_shared<internal::BufferStorage>(data, size, std::move(release)));
+  b.size_ = size;
+  return b;
 }
 
 Buffer Buffer::CopyOf(std::span<const uint8_t> bytes) {
@@ -57,7 +68,7 @@ Buffer Buffer::CopyOf(std::string_view bytes) {
 
 uint8_t* Buffer::base() const {
   static uint8_t empty = 0;
-  return storage_ ? storage_->bytes.get() : &empty;
+  return storage_ ? storage_->bytes : &empty;
 }
 
 size_t Buffer::capacity() const { return storage_ ? storage_->capacity - offset_ : 0; }
