@@ -9,6 +9,7 @@ a file descriptor; there the Buffers come back as zero-copy views of that block.
 
 from __future__ import annotations
 
+import array
 from typing import Any, Callable, List
 
 import torch
@@ -16,29 +17,31 @@ import torch
 from ._core import Buffer
 
 
-class _Slot:
-    """Where a Buffer's bytes lie in the block (a leaf, not a tuple, so _map does not enter it)."""
+class _Hole:
+    """Marks where a Buffer was; one shared instance, so a batch pickles no per-Buffer objects."""
 
-    __slots__ = ("offset", "length")
+    def __reduce__(self) -> str:
+        return "HOLE"
 
-    def __init__(self, offset: int, length: int) -> None:
-        self.offset, self.length = offset, length
 
-    def __reduce__(self) -> Any:
-        return (_Slot, (self.offset, self.length))
+HOLE = _Hole()
 
 
 class PackedBatch:
-    """A batch whose Buffers were moved into one shared-memory block."""
+    """A batch whose Buffers were moved into one shared-memory block, in traversal order."""
 
-    __slots__ = ("tree", "block")
+    __slots__ = ("tree", "block", "lengths")
 
-    def __init__(self, tree: Any, block: torch.Tensor) -> None:
-        self.tree, self.block = tree, block
+    def __init__(self, tree: Any, block: torch.Tensor, lengths: array.array) -> None:
+        self.tree, self.block, self.lengths = tree, block, lengths
+
+    def __reduce__(self) -> Any:
+        return (PackedBatch, (self.tree, self.block, self.lengths))
 
 
 def _map(x: Any, fn: Callable[[Any], Any]) -> Any:
-    """Rebuilds dicts, lists and tuples (named ones too) with fn applied to everything else."""
+    """Rebuilds dicts, lists and tuples (named ones too), in a fixed order, with fn applied to
+    everything else."""
     if isinstance(x, dict):
         mapped = {k: _map(v, fn) for k, v in x.items()}
         if type(x) is dict:
@@ -66,38 +69,42 @@ def _shared_block(size: int) -> torch.Tensor:
 def pack(batch: Any) -> Any:
     buffers: List[Buffer] = []
 
-    def slot(x: Any) -> Any:
+    def hole(x: Any) -> Any:
         if isinstance(x, Buffer):
             buffers.append(x)
-            return _Slot(-1, len(x))
+            return HOLE
         return x
 
-    tree = _map(batch, slot)
+    tree = _map(batch, hole)
     if not buffers:
         return batch
-    block = _shared_block(sum(len(b) for b in buffers))
+    lengths = array.array("Q", (len(b) for b in buffers))
+    block = _shared_block(sum(lengths))
     view = memoryview(block.numpy())
     offset = 0
-    it = iter(buffers)
-
-    def place(x: Any) -> Any:
-        nonlocal offset
-        if isinstance(x, _Slot):
-            b = next(it)
-            view[offset : offset + len(b)] = memoryview(b)
-            placed = _Slot(offset, len(b))
-            offset += len(b)
-            return placed
-        return x
-
-    return PackedBatch(_map(tree, place), block)
+    for b, n in zip(buffers, lengths):
+        view[offset : offset + n] = memoryview(b)
+        offset += n
+    return PackedBatch(tree, block, lengths)
 
 
 def unpack(obj: Any) -> Any:
     if not isinstance(obj, PackedBatch):
         return obj
     owner = obj.block.numpy()
-    return _map(obj.tree, lambda x: Buffer.view(owner, x.offset, x.length) if isinstance(x, _Slot) else x)
+    spans = iter(obj.lengths)
+    offset = 0
+
+    def fill(x: Any) -> Any:
+        nonlocal offset
+        if x is HOLE:
+            n = next(spans)
+            view = Buffer.view(owner, offset, n)
+            offset += n
+            return view
+        return x
+
+    return _map(obj.tree, fill)
 
 
 class PackingCollate:

@@ -1,5 +1,7 @@
 #include "s3stream/buffer.h"
 
+#include "util/block_cache.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -23,18 +25,22 @@ struct PoolState {
 };
 
 struct BufferStorage {
-  explicit BufferStorage(size_t n) : owned(new uint8_t[n]), bytes(owned.get()), capacity(n) {}
+  explicit BufferStorage(size_t n) : bytes(AcquireBlock(n, &block_size)), capacity(n) {}
   BufferStorage(uint8_t* external, size_t n, std::function<void()> release_fn)
       : bytes(external), capacity(n), release(std::move(release_fn)) {}
   ~BufferStorage() {
-    if (release) release();
+    if (release) {
+      release();
+    } else {
+      ReleaseBlock(bytes, block_size);
+    }
     if (auto pool = owner.lock()) {
       std::lock_guard<std::mutex> lock(pool->mu);
       pool->in_use -= capacity;
       pool->released.notify_all();
     }
   }
-  std::unique_ptr<uint8_t[]> owned;  // empty for wrapped memory
+  size_t block_size = 0;             // of a block from the cache (not for wrapped memory)
   uint8_t* bytes;
   size_t capacity;
   std::function<void()> release;     // for wrapped memory

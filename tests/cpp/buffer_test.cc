@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "s3stream/future.h"
+#include "util/block_cache.h"
 
 namespace s3stream {
 namespace {
@@ -65,3 +66,21 @@ TEST(Future, ThenRunsOnceWhetherRegisteredBeforeOrAfter) {
 
 }  // namespace
 }  // namespace s3stream
+
+namespace s3stream::internal {
+namespace {
+
+TEST(BlockCache, LargeBlocksAreRecycled) {
+  const uint8_t* first;
+  {
+    Buffer a = Buffer::Allocate(3 << 20);
+    EXPECT_EQ(a.capacity(), size_t{3} << 20);  // the caller's size, not the class size
+    first = a.data();
+  }
+  EXPECT_GE(CachedBlockBytes(), size_t{3} << 20);
+  Buffer b = Buffer::Allocate((3 << 20) - 100);  // same size class
+  EXPECT_EQ(b.data(), first);                    // no fresh pages to fault in
+}
+
+}  // namespace
+}  // namespace s3stream::internal

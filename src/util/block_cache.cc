@@ -1,0 +1,89 @@
+#include "util/block_cache.h"
+
+#include <pthread.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace s3stream::internal {
+namespace {
+
+// Size classes: four per power of two, so a block wastes at most a quarter of its size.
+size_t ClassSize(size_t n) {
+  size_t power = 1;
+  while (power * 2 <= n) power *= 2;
+  if (power == n) return n;
+  const size_t step = power / 4;
+  return (n + step - 1) / step * step;
+}
+
+size_t CacheLimit() {
+  static const size_t limit = [] {
+    const char* v = std::getenv("S3STREAM_BUFFER_CACHE_BYTES");
+    return v ? static_cast<size_t>(std::strtoull(v, nullptr, 10)) : size_t{256} << 20;
+  }();
+  return limit;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<uint8_t*>> free_blocks;  // by class size
+  size_t cached = 0;
+};
+
+Cache* cache = new Cache;  // never destroyed: blocks may be released during static destruction
+
+void ResetAfterFork() {
+  // The old cache's lock may be held by a thread that does not exist here: start over (its blocks
+  // stay allocated; they are the parent's anyway).
+  cache = new Cache;
+}
+
+[[maybe_unused]] const bool registered = [] {
+  pthread_atfork(nullptr, nullptr, ResetAfterFork);
+  return true;
+}();
+
+}  // namespace
+
+uint8_t* AcquireBlock(size_t size, size_t* block_size) {
+  if (size < kMinCachedBlock) {
+    *block_size = size;
+    return new uint8_t[size];
+  }
+  const size_t cls = ClassSize(size);
+  *block_size = cls;
+  {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    auto it = cache->free_blocks.find(cls);
+    if (it != cache->free_blocks.end() && !it->second.empty()) {
+      uint8_t* block = it->second.back();
+      it->second.pop_back();
+      cache->cached -= cls;
+      return block;
+    }
+  }
+  return new uint8_t[cls];
+}
+
+void ReleaseBlock(uint8_t* block, size_t block_size) {
+  if (block_size >= kMinCachedBlock) {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    if (cache->cached + block_size <= CacheLimit()) {
+      cache->free_blocks[block_size].push_back(block);
+      cache->cached += block_size;
+      return;
+    }
+  }
+  delete[] block;
+}
+
+size_t CachedBlockBytes() {
+  std::lock_guard<std::mutex> lock(cache->mu);
+  return cache->cached;
+}
+
+}  // namespace s3stream::internal
