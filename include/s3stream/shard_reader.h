@@ -4,6 +4,10 @@
 // ahead of the consumer in flight up to a byte budget, parses them with the tar parser (zero-copy
 // slices of the fetched buffers), and checks every sample against the index.
 //
+// Read-ahead is sized by measurement: the window of bytes in flight starts small (a few pieces)
+// and doubles each time the consumer finds the data it needs still on the wire, until requests
+// cover the store's time to first byte at the rate the consumer reads (the bandwidth-delay
+// product) or max_bytes_ahead is reached. A slow consumer never grows it.
 // Memory: fetched-but-undelivered bytes stay under max_bytes_ahead (one batch may exceed it alone).
 // Threading: one consumer thread calls Next(); the store's threads do the I/O.
 #pragma once
@@ -35,6 +39,12 @@ struct ShardReaderOptions {
   size_t piece_size = 8 << 20;
 };
 
+struct ShardReaderStats {
+  uint64_t window_bytes = 0;  // current read-ahead window
+  uint64_t stalls = 0;        // times the consumer waited for data still in flight
+  uint64_t bytes_fetched = 0;
+};
+
 struct PlannedSample {
   uint64_t position = 0;  // in the rank's epoch order
   uint32_t shard = 0;
@@ -55,6 +65,7 @@ class ShardSampleReader {
 
   // Samples this reader will deliver in all.
   uint64_t size() const { return refs_.size(); }
+  const ShardReaderStats& stats() const { return stats_; }
 
  private:
   struct Batch;
@@ -72,6 +83,8 @@ class ShardSampleReader {
   size_t next_batch_ = 0;                                 // next batch to request
   std::deque<std::unique_ptr<Batch>> ahead_;             // requested, not fully delivered
   size_t bytes_ahead_ = 0;
+  uint64_t delivered_batches_ = 0;
+  ShardReaderStats stats_;
   Status failed_;  // sticky: after an error every Next() reports it
 };
 

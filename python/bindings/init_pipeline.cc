@@ -131,6 +131,13 @@ void InitPipeline(nb::module_& m) {
           nb::arg("shards"), nb::arg("plan"), nb::arg("worker"), nb::arg("num_workers"), nb::arg("start"),
           nb::arg("max_bytes_ahead"), nb::arg("piece_size"), nb::keep_alive<1, 2>())
       .def_prop_ro("size", &ShardSampleReader::size)
+      .def_prop_ro("stats", [](const ShardSampleReader& r) {
+        nb::dict d;
+        d["window_bytes"] = r.stats().window_bytes;
+        d["stalls"] = r.stats().stalls;
+        d["bytes_fetched"] = r.stats().bytes_fetched;
+        return d;
+      }, "Read-ahead window, stalls (consumer waited on the network), bytes fetched.")
       .def(
           "next",
           [](ShardSampleReader& reader, const ShardSet& set) -> nb::object {

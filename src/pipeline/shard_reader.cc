@@ -32,6 +32,7 @@ struct ShardSampleReader::Batch {
 ShardSampleReader::ShardSampleReader(std::vector<ShardSource> shards, const EpochPlan& plan, int worker,
                                      int num_workers, uint64_t start, ShardReaderOptions options)
     : shards_(std::move(shards)), options_(options) {
+  stats_.window_bytes = std::min<uint64_t>(options_.max_bytes_ahead, 2 * options_.piece_size);
   positions_ = plan.WorkerPositions(worker, num_workers, start);
   refs_.reserve(positions_.size());
   for (uint64_t p : positions_) refs_.push_back(plan.order()[p]);
@@ -78,9 +79,10 @@ Status ShardSampleReader::Fill() {
       run.end = shard.offsets[run.last + 1];
       batch->bytes += run.end - run.start;
     }
-    if (!ahead_.empty() && bytes_ahead_ + batch->bytes > options_.max_bytes_ahead) break;
+    if (!ahead_.empty() && bytes_ahead_ + batch->bytes > stats_.window_bytes) break;
     Request(*batch);
     bytes_ahead_ += batch->bytes;
+    stats_.bytes_fetched += batch->bytes;
     ahead_.push_back(std::move(batch));
     ++next_batch_;
   }
@@ -104,6 +106,17 @@ void ShardSampleReader::Request(Batch& batch) {
 }
 
 Status ShardSampleReader::Parse(Batch& batch) {
+  // The consumer caught up with the network (not counting the very first batch, which always
+  // waits): the window does not cover the time to first byte at this rate; double it.
+  bool waiting = false;
+  for (Run& run : batch.runs) {
+    for (auto& piece : run.pieces) waiting |= !piece.ready();
+  }
+  if (waiting && delivered_batches_ > 0) {
+    ++stats_.stalls;
+    stats_.window_bytes = std::min<uint64_t>(options_.max_bytes_ahead, stats_.window_bytes * 2);
+  }
+  ++delivered_batches_;
   for (Run& run : batch.runs) {
     const ShardSource& shard = shards_[run.shard];
     internal::SampleStream stream(shard.url, shard.gzip, run.start);

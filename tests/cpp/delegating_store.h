@@ -3,7 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "s3stream/object_store.h"
 
@@ -18,6 +22,12 @@ class DelegatingStore : public ObjectStore {
   std::atomic<int> max_inflight{0};
   std::atomic<int> aborts{0};
   std::atomic<int> fail_upload_part{0};  // part number to fail, 0 for none
+  std::atomic<int> get_delay_ms{0};      // a time to first byte for every GET
+
+  ~DelegatingStore() override {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    for (auto& t : threads_) t.join();
+  }
 
   std::string Describe(const std::string& key) const override { return inner_->Describe(key); }
   Future<Status> Get(const std::string& key, const GetOptions& options, std::shared_ptr<BodySink> sink) override {
@@ -25,6 +35,17 @@ class DelegatingStore : public ObjectStore {
     int now = ++inflight;
     int seen = max_inflight.load();
     while (now > seen && !max_inflight.compare_exchange_weak(seen, now)) {
+    }
+    if (int delay = get_delay_ms.load(); delay > 0) {
+      Promise<Status> delayed;
+      std::lock_guard<std::mutex> lock(threads_mu_);
+      threads_.emplace_back([this, delay, key, options, sink, delayed]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        Status s = inner_->Get(key, options, sink).Wait();
+        --inflight;
+        delayed.Set(s);
+      });
+      return delayed.future();
     }
     Future<Status> f = inner_->Get(key, options, std::move(sink));
     f.Then([this](const Status&) { --inflight; });
@@ -54,6 +75,8 @@ class DelegatingStore : public ObjectStore {
 
  private:
   std::shared_ptr<ObjectStore> inner_;
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace s3stream::testing

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "delegating_store.h"
 #include "s3stream/shard_index.h"
 #include "s3stream/shard_reader.h"
 #include "s3stream/tar.h"
@@ -171,6 +172,41 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExactlyOnceRead,
                                            Layout{{61}, 2, 3, 5, false},          // one shard, 6 readers
                                            Layout{{20, 20, 9}, 1, 1, 1, false},
                                            Layout{{25, 14}, 2, 2, 8, true}));     // with a .tar.gz
+
+// A consumer that keeps finding its data still on the wire widens the read-ahead window; one that
+// is slower than the network leaves it where it started.
+TEST_F(ShardPipelineTest, ReadAheadWindowGrowsOnlyWhenTheConsumerWaits) {
+  ShardSource base = Source(MakeShard(0, 400));
+  auto run = [&](std::chrono::milliseconds consumer_delay) {
+    auto slow = std::make_shared<testing::DelegatingStore>(store_);
+    slow->get_delay_ms = 20;
+    ShardSource source = base;
+    source.store = slow;
+    PlanOptions o;
+    o.shuffle = false;
+    o.batch_size = 10;
+    EpochPlan plan = EpochPlan::Make({ShardLayout{source.offsets}}, o).value();
+    ShardReaderOptions ro;
+    ro.piece_size = 256 << 10;  // initial window: two pieces, about three batches
+    ro.max_bytes_ahead = 8 << 20;
+    ShardSampleReader reader({source}, plan, 0, 1, 0, ro);
+    size_t n = 0;
+    for (;;) {
+      auto next = reader.Next();
+      EXPECT_TRUE(next.ok()) << next.status().ToString();
+      if (!next.ok() || !*next) break;
+      if (++n % 10 == 0) std::this_thread::sleep_for(consumer_delay);
+    }
+    EXPECT_EQ(n, 400u);
+    return reader.stats();
+  };
+  ShardReaderStats fast = run(std::chrono::milliseconds(0));
+  EXPECT_GT(fast.stalls, 0u);
+  EXPECT_GT(fast.window_bytes, uint64_t{512} << 10);
+  ShardReaderStats slow = run(std::chrono::milliseconds(60));  // slower than 20 ms per request
+  EXPECT_EQ(slow.window_bytes, uint64_t{512} << 10);
+  EXPECT_EQ(slow.stalls, 0u);
+}
 
 TEST_F(ShardPipelineTest, ChangedShardIsDetected) {
   ShardSource source = Source(MakeShard(0, 20));
