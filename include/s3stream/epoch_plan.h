@@ -54,6 +54,10 @@ struct SampleRef {
   bool operator==(const SampleRef&) const = default;
 };
 
+// The map-style plan's order: a seeded Fisher-Yates permutation of [0, n) for (seed, epoch), with
+// the same generator as the shard plan (s3stream.EpochSampler splits it between ranks).
+std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch);
+
 class EpochPlan {
  public:
   // Fails (kInvalidArgument) on an empty dataset, bad options, or, with kDrop, fewer samples than

@@ -104,6 +104,19 @@ void InitPipeline(nb::module_& m) {
       .def_rw("chunk_bytes", &PlanOptions::chunk_bytes)
       .def_rw("shuffle_chunks", &PlanOptions::shuffle_chunks);
 
+  m.def(
+      "epoch_permutation",
+      [](uint64_t n, uint64_t seed, uint64_t epoch) {
+        std::vector<uint64_t> order = [&] {
+          nb::gil_scoped_release release;
+          return EpochPermutation(n, seed, epoch);
+        }();
+        return Buffer::CopyOf(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(order.data()),
+                                                       order.size() * sizeof(uint64_t)));
+      },
+      nb::arg("n"), nb::arg("seed"), nb::arg("epoch"),
+      "The shuffled order of range(n) for (seed, epoch), as native uint64s (memoryview(b).cast('Q')).");
+
   nb::class_<EpochPlan>(m, "EpochPlan")
       .def_static(
           "make", [](const ShardSet& set, const PlanOptions& o) { return Unwrap(EpochPlan::Make(set.layouts, o)); },

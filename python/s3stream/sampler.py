@@ -3,11 +3,10 @@
 Which samples this rank reads in an epoch, and in which order, is a pure function of
 ``(dataset size, seed, epoch, world size, rank, shuffle, remainder)``:
 
-1. The epoch's order: with ``shuffle`` a permutation of ``range(N)`` seeded by ``(seed, epoch)``,
-   else ``range(N)``. The permutation sorts the indices by a SplitMix64 hash of
-   ``(seed, epoch, index)`` (a bijection, so there are no ties); it is our own arithmetic, not
-   torch's or numpy's generators, so the same seed gives the same order with any library version,
-   on any machine, in every run.
+1. The epoch's order: with ``shuffle`` a Fisher-Yates permutation of ``range(N)`` seeded by
+   ``(seed, epoch)`` with the native plan's own generator (not torch's or numpy's), so the same
+   seed gives the same order with any library version, on any machine, in every run; else
+   ``range(N)``.
 2. Rank ``r`` takes positions ``[r * L, (r + 1) * L)`` of that order. With ``remainder="drop"``,
    ``L = N // world_size`` and the ``N % world_size`` samples at the end of the order are left out
    (different ones every epoch, since the order changes); with ``"pad"``, ``L = ceil(N / world_size)``
@@ -31,66 +30,20 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Sized, Union
 
 import torch.utils.data
 
+from . import _core
 from .distributed import rank_and_world
 from .errors import InvalidArgumentError
 
-try:  # numpy makes the permutation ~50x faster; the pure-Python path gives the same order.
-    import numpy as _np
-except ImportError:  # pragma: no cover - numpy ships with practically every torch install
-    _np = None
-
-_MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_M1 = 0xBF58476D1CE4E5B9
-_M2 = 0x94D049BB133111EB
-_MAP_ORDER_STAGE = 4  # stages 1-3 are the shard plan's (src/pipeline/epoch_plan.cc)
 _ITER_CHUNK = 8192  # indices converted to Python ints at a time (keeps iteration memory small)
 
 REMAINDERS = ("drop", "pad")
 
 
-def _mix(z: int) -> int:
-    """SplitMix64's finaliser (as src/pipeline/prng.h): a bijection on 64-bit integers."""
-    z = ((z ^ (z >> 30)) * _M1) & _MASK
-    z = ((z ^ (z >> 27)) * _M2) & _MASK
-    return z ^ (z >> 31)
-
-
-def _seed_key(*keys: int) -> int:
-    """Mixes several keys into one 64-bit value, as ``Prng::For`` does in the C++ core."""
-    h = 0x6A09E667F3BCC909
-    for k in keys:
-        h = _mix(h ^ _mix((k + _GOLDEN) & _MASK))
-    return h
-
-
-def _permutation_py(n: int, key: int) -> List[int]:
-    return sorted(range(n), key=lambda i: _mix(key ^ _mix((i + _GOLDEN) & _MASK)))
-
-
-def _permutation_np(n: int, key: int) -> Any:
-    u = _np.uint64
-    z = _np.arange(n, dtype=u)
-    z += u(_GOLDEN)  # uint64 array arithmetic wraps modulo 2**64, as intended
-    z = _mix_np(z)
-    z ^= u(key)
-    z = _mix_np(z)
-    return _np.argsort(z, kind="stable")
-
-
-def _mix_np(z: Any) -> Any:
-    u = _np.uint64
-    z = (z ^ (z >> u(30))) * u(_M1)
-    z = (z ^ (z >> u(27))) * u(_M2)
-    return z ^ (z >> u(31))
-
-
 def epoch_permutation(n: int, seed: int, epoch: int) -> Sequence[int]:
-    """The shuffled order of ``range(n)`` for ``(seed, epoch)``: a pure function of its arguments."""
-    key = _seed_key(seed & _MASK, epoch & _MASK, _MAP_ORDER_STAGE)
-    if _np is not None:
-        return _permutation_np(n, key)
-    return _permutation_py(n, key)
+    """The shuffled order of ``range(n)`` for ``(seed, epoch)``: a pure function of its arguments,
+    computed natively with the shard plan's generator (src/pipeline/epoch_plan.cc)."""
+    mask = (1 << 64) - 1
+    return memoryview(_core.epoch_permutation(n, seed & mask, epoch & mask)).cast("Q")
 
 
 class EpochSampler(torch.utils.data.Sampler[int]):
@@ -186,17 +139,12 @@ class EpochSampler(torch.utils.data.Sampler[int]):
 
     def _rank_order(self, epoch: int) -> Sequence[int]:
         n, per_rank = self.dataset_size, self.samples_per_rank
-        if self.shuffle:
-            order = epoch_permutation(n, self.seed, epoch)
-        else:
-            order = _np.arange(n) if _np is not None else range(n)
+        order = epoch_permutation(n, self.seed, epoch) if self.shuffle else range(n)
         begin = self.rank * per_rank
         if begin + per_rank <= n:
             return order[begin : begin + per_rank]
         # pad: positions past the end wrap around to the start of the epoch's order (repeatedly,
         # when there are fewer samples than ranks)
-        if _np is not None:
-            return _np.asarray(order)[_np.arange(begin, begin + per_rank) % n]
         return [order[p % n] for p in range(begin, begin + per_rank)]
 
     def __len__(self) -> int:

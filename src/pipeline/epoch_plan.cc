@@ -12,7 +12,7 @@ namespace {
 using internal::Prng;
 
 // Stage tags keep the generators of different stages independent.
-enum Stage : uint64_t { kShardOrder = 1, kChunkBuffer = 2, kBatchShuffle = 3 };
+enum Stage : uint64_t { kShardOrder = 1, kChunkBuffer = 2, kBatchShuffle = 3, kMapOrder = 4 };
 
 // A run of consecutive samples of one shard.
 struct Segment {
@@ -118,6 +118,13 @@ std::vector<Segment> ShuffleBuffer(std::vector<Segment> chunks, size_t capacity,
 }
 
 }  // namespace
+
+std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch) {
+  std::vector<uint64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  Prng::For({seed, epoch, kMapOrder}).Shuffle(order.begin(), order.end());
+  return order;
+}
 
 Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const PlanOptions& o) {
   S3S_RETURN_IF_ERROR(ValidateOptions(o));

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -160,6 +161,17 @@ TEST(EpochPlan, ShuffleMixesShardsWithinBatches) {
     shards_per_batch += s.size();
   }
   EXPECT_GT(shards_per_batch / batches, 4.0);  // a batch draws on many shards, not one
+}
+
+TEST(EpochPermutation, PermutesDeterministicallyAndDiffersByEpoch) {
+  std::vector<uint64_t> a = EpochPermutation(1000, 7, 0);
+  std::vector<uint64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[i], i);
+  EXPECT_EQ(a, EpochPermutation(1000, 7, 0));
+  EXPECT_NE(a, EpochPermutation(1000, 7, 1));
+  EXPECT_NE(a, EpochPermutation(1000, 8, 0));
+  EXPECT_TRUE(EpochPermutation(0, 7, 0).empty());
 }
 
 TEST(EpochPlan, Errors) {
