@@ -3,7 +3,7 @@
     python bench/client_throughput.py [--objects 4000] [--large-mb 1024] [--ttfb 0] [--rate 0]
 
 Compares s3stream with boto3 (64-connection pool, a thread per in-flight request) in one run on the
-same data and server (nginx, bench/local_s3.py). Prints objects/s, MB/s and CPU seconds per GB.
+same data and server (nginx, s3stream.bench.server). Prints objects/s, MB/s and CPU seconds per GB.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from local_s3 import LocalS3  # noqa: E402
+from s3stream.bench.server import LocalS3
 
 BUCKET = "bench"
 
@@ -67,7 +66,7 @@ def main() -> None:
         small_bytes = args.objects * args.size
         large_bytes = args.large_mb << 20
 
-        with LocalS3(root, ttfb_s=args.ttfb, rate=args.rate) as endpoint:
+        with LocalS3(root, ttfb_s=args.ttfb, rate=args.rate, moto=False) as endpoint:
             print(f"server {endpoint}, ttfb {args.ttfb * 1000:.0f} ms, {args.objects} x {args.size} B, "
                   f"large {args.large_mb} MiB, {args.inflight} in flight")
             client = s3stream.Client(endpoint_url=endpoint, max_inflight=args.inflight,

@@ -9,7 +9,6 @@ leaves nothing behind.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,26 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-# Runs inside the server process: exit when the parent (pytest) goes away, then hand over to moto.
-_LAUNCHER = r"""
-import os, sys, threading, time
-parent = os.getppid()
-def _watch_parent():
-    while True:
-        if os.getppid() != parent:
-            os._exit(0)
-        time.sleep(0.5)
-threading.Thread(target=_watch_parent, daemon=True).start()
-from moto.server import main
-main(sys.argv[1:])
-"""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from s3stream.bench.server import MOTO_LAUNCHER, free_port  # noqa: F401 (free_port is used by the tests)
 
 
 class MotoServer:
@@ -64,7 +44,7 @@ class MotoServer:
             env.update(self.extra_env)
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", _LAUNCHER, "-H", "127.0.0.1", "-p", str(self.port)],
+                    [sys.executable, "-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", str(self.port)],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,

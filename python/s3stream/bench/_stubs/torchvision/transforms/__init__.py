@@ -1,0 +1,3 @@
+"""Stand-in: only the names mosaicml-streaming imports."""
+
+from . import functional  # noqa: F401

@@ -1,0 +1,495 @@
+"""A local S3 stand-in with S3's latency model: nginx serving a directory, moto for the rest.
+
+Real S3 answers each request after ~10-50 ms (time to first byte) and delivers ~100 MB/s per
+connection; a server on loopback answers in microseconds and hides exactly the differences a data
+loader is built for. This server puts the latency back, in the server (no root, no netem):
+
+* ``GET`` and ``HEAD`` of ``/<bucket>/<key>`` (path style, ``Range`` and ``If-Match`` supported) are
+  served by nginx from ``root/<bucket>/<key>``, each delayed by ``ttfb_s``
+  (``access_by_lua_block { ngx.sleep(T) }``) and capped per connection at ``rate`` bytes/s
+  (``limit_rate``);
+* ``ListObjects`` (V2 and V1) of those buckets is answered by a small Lua handler from a listing of
+  the directory taken at start (:meth:`LocalS3.refresh_listing` takes it again), with the same TTFB
+  and the ETags nginx itself sends, so LIST, HEAD and GET agree;
+* everything else (PUT, multipart uploads, DELETE, bucket operations, and GETs of keys that are not
+  in the directory) is proxied to a moto server started alongside, so a client that writes (an
+  index sidecar, a checkpoint) gets real S3 answers. Objects written that way live in moto, are
+  readable back through this endpoint, but are not listed with the directory's objects.
+
+Authentication is not checked: nginx ignores ``Authorization``, moto runs without auth, so any
+client configured with this endpoint and any credentials can read. ``ttfb_s=0`` and ``rate=0``
+mean plain loopback.
+
+    with LocalS3("/data", ttfb_s=0.02, rate=100_000_000) as endpoint:   # "http://127.0.0.1:PORT"
+        ...
+
+Needs the Debian packages ``nginx`` and ``libnginx-mod-http-lua`` (the Lua module is needed for a
+TTFB and for LIST; without it, ``ttfb_s=0`` still works and LIST goes to moto).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Dict, List, Optional, Tuple
+
+LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+NDK_MODULE = "/usr/lib/nginx/modules/ndk_http_module.so"
+
+_CONF = """
+worker_processes {workers};
+daemon off;
+{user}
+error_log {tmp}/error.log warn;
+pid {tmp}/nginx.pid;
+{modules}
+events {{ worker_connections 16384; multi_accept on; }}
+http {{
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_requests 1000000;
+  keepalive_timeout 300s;
+  client_max_body_size 0;
+  client_body_temp_path {tmp}/body;
+  proxy_temp_path {tmp}/proxy;
+  fastcgi_temp_path {tmp}/fastcgi;
+  uwsgi_temp_path {tmp}/uwsgi;
+  scgi_temp_path {tmp}/scgi;
+  types {{ }}
+  default_type application/octet-stream;
+  {lua_http}
+  upstream s3s_moto {{
+    server 127.0.0.1:{moto_port};
+    keepalive 32;
+  }}
+  server {{
+    listen 127.0.0.1:{port} reuseport backlog=4096;
+    root {root};
+    etag on;
+    if_modified_since off;
+    server_tokens off;
+    location / {{
+      {route}
+      {rate}
+      try_files $uri @moto;
+    }}
+    location @moto {{
+      proxy_pass http://s3s_moto;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $http_host;
+      proxy_request_buffering off;
+      proxy_buffering off;
+      proxy_read_timeout 300s;
+    }}
+    {list_location}
+  }}
+}}
+"""
+
+# Routing and TTFB with the Lua module: writes, sub-resources (?uploads, ?tagging, ...) and
+# unknown buckets go to moto; LIST of a served bucket to the Lua lister; object reads are delayed
+# by the TTFB and served from the directory (try_files), or by moto when the file does not exist.
+_LUA_ROUTE = r"""
+      access_by_lua_block {
+        local method = ngx.req.get_method()
+        if method ~= "GET" and method ~= "HEAD" then return ngx.exec("@moto") end
+        local uri = ngx.var.uri
+        local bucket_only = uri:match("^/[^/]+/?$")
+        local args = ngx.var.args
+        if bucket_only then
+          if args == nil or args == "" or args:find("list%-type=") or args:find("prefix=") or
+             args:find("delimiter=") or args:find("marker=") or args:find("max%-keys=") then
+            return ngx.exec("@list")
+          end
+          return ngx.exec("@moto")
+        end
+        if args ~= nil and args ~= "" then
+          for _, sub in ipairs({"uploadId", "uploads", "tagging", "acl", "versionId", "attributes",
+                                "legal-hold", "retention", "torrent", "partNumber"}) do
+            if args:find(sub, 1, true) then return ngx.exec("@moto") end
+          end
+        end
+        if TTFB > 0 then ngx.sleep(TTFB) end
+      }
+"""
+
+# Without the Lua module: no TTFB, no lister (LIST goes to moto, which does not know the files).
+_PLAIN_ROUTE = r"""
+      error_page 418 = @moto;
+      if ($request_method !~ ^(GET|HEAD)$) { return 418; }
+      if ($args ~ "(list-type|uploadId|uploads|tagging|acl|versionId|attributes|partNumber)") { return 418; }
+      if ($uri ~ "^/[^/]+/?$") { return 418; }
+"""
+
+_LUA_HTTP = r"""
+  lua_package_path ";;";
+  init_by_lua_block {
+    TTFB = __TTFB__
+    LISTING_DIR = "__LISTING_DIR__"
+  }
+"""
+
+# ListObjectsV2 / V1 over the listing files written by LocalS3.refresh_listing(): one file per
+# bucket, "key\tsize\tetag\tlast_modified" per line, sorted by key (bytes).
+_LIST_LOCATION = r"""
+    location @list {
+      content_by_lua_block {
+        if TTFB > 0 then ngx.sleep(TTFB) end
+        local bucket = ngx.var.uri:match("^/([^/]+)/?$")
+        local f = bucket and io.open(LISTING_DIR .. "/" .. bucket .. ".tsv", "r")
+        if not f then return ngx.exec("@moto") end
+        local args = ngx.req.get_uri_args(0)
+        local function arg(name)
+          local v = args[name]
+          if type(v) == "table" then v = v[1] end
+          if v == true then v = "" end
+          return v
+        end
+        local v2 = arg("list-type") == "2"
+        local prefix = arg("prefix") or ""
+        local delim = arg("delimiter") or ""
+        local max_keys = tonumber(arg("max-keys") or "1000") or 1000
+        if max_keys > 1000 then max_keys = 1000 end
+        if max_keys < 0 then max_keys = 0 end
+        local after = ""
+        if v2 then
+          after = arg("continuation-token") or arg("start-after") or ""
+        else
+          after = arg("marker") or ""
+        end
+        local function esc(s)
+          return (s:gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"):gsub("'", "&apos;"))
+        end
+        local out, n, truncated, last, last_prefix = {}, 0, false, nil, nil
+        local plen = #prefix
+        for line in f:lines() do
+          local key, size, etag, mtime = line:match("^(.-)\t(%d+)\t(.-)\t(.-)$")
+          if key and key:sub(1, plen) == prefix and key > after and
+             not (after ~= "" and delim ~= "" and after:sub(-#delim) == delim and key:sub(1, #after) == after) then
+            local cp = nil
+            if delim ~= "" then
+              local p = key:find(delim, plen + 1, true)
+              if p then cp = key:sub(1, p + #delim - 1) end
+            end
+            if not (cp and cp == last_prefix) then
+              if n >= max_keys then truncated = true; break end
+              n = n + 1
+              if cp then
+                last_prefix = cp
+                last = cp
+                out[#out + 1] = "<CommonPrefixes><Prefix>" .. esc(cp) .. "</Prefix></CommonPrefixes>"
+              else
+                last = key
+                out[#out + 1] = "<Contents><Key>" .. esc(key) .. "</Key><LastModified>" .. mtime ..
+                  "</LastModified><ETag>&quot;" .. etag .. "&quot;</ETag><Size>" .. size ..
+                  "</Size><StorageClass>STANDARD</StorageClass></Contents>"
+              end
+            end
+          end
+        end
+        f:close()
+        local head = {'<?xml version="1.0" encoding="UTF-8"?>\n',
+          '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+          "<Name>", esc(bucket), "</Name><Prefix>", esc(prefix), "</Prefix>",
+          "<MaxKeys>", tostring(max_keys), "</MaxKeys>",
+          "<IsTruncated>", truncated and "true" or "false", "</IsTruncated>"}
+        if delim ~= "" then head[#head + 1] = "<Delimiter>" .. esc(delim) .. "</Delimiter>" end
+        if v2 then
+          head[#head + 1] = "<KeyCount>" .. n .. "</KeyCount>"
+          if arg("continuation-token") then
+            head[#head + 1] = "<ContinuationToken>" .. esc(arg("continuation-token")) .. "</ContinuationToken>"
+          end
+          if arg("start-after") then head[#head + 1] = "<StartAfter>" .. esc(arg("start-after")) .. "</StartAfter>" end
+          if truncated and last then
+            head[#head + 1] = "<NextContinuationToken>" .. esc(last) .. "</NextContinuationToken>"
+          end
+        else
+          head[#head + 1] = "<Marker>" .. esc(after) .. "</Marker>"
+          if truncated and last then head[#head + 1] = "<NextMarker>" .. esc(last) .. "</NextMarker>" end
+        end
+        ngx.header["Content-Type"] = "application/xml"
+        ngx.print(table.concat(head) .. table.concat(out) .. "</ListBucketResult>")
+      }
+    }
+"""
+
+# Runs in the moto process: exit when the parent goes away, then hand over to moto. The test
+# fixtures (tests/python/moto_server.py) start moto the same way.
+MOTO_LAUNCHER = r"""
+import os, sys, threading, time
+parent = os.getppid()
+def _watch_parent():
+    while True:
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(0.5)
+threading.Thread(target=_watch_parent, daemon=True).start()
+from moto.server import main
+main(sys.argv[1:])
+"""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nginx_etag(st: os.stat_result) -> str:
+    """The ETag nginx sends for a static file (without quotes): hex mtime, '-', hex size."""
+    return f"{int(st.st_mtime):x}-{st.st_size:x}"
+
+
+def have_lua() -> bool:
+    return os.path.exists(LUA_MODULE) and os.path.exists(NDK_MODULE)
+
+
+def make_world_readable(path: str) -> None:
+    """nginx workers may run as another user: let them traverse and read `path`."""
+    for dirpath, dirnames, filenames in os.walk(path):
+        os.chmod(dirpath, os.stat(dirpath).st_mode | 0o555)
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            mode = os.stat(p).st_mode
+            if mode & 0o444 != 0o444:
+                os.chmod(p, mode | 0o444)
+
+
+class LocalS3:
+    """nginx (+ Lua) serving ``root`` in path style with a TTFB and a per-connection rate cap,
+    and moto behind it for everything else.
+
+    ``with LocalS3(root, ttfb_s=0.02, rate=100_000_000) as endpoint:`` -> "http://127.0.0.1:PORT".
+    ``rate`` is bytes per second per connection (0: unlimited). ``moto=False`` starts no moto
+    server (writes then fail with 502). ``workers`` is nginx's worker_processes.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        ttfb_s: float = 0.0,
+        rate: int = 0,
+        workers: int = 2,
+        port: Optional[int] = None,
+        moto: bool = True,
+        buckets: Optional[List[str]] = None,
+    ) -> None:
+        self.root = os.path.abspath(root)
+        self.ttfb_s = float(ttfb_s)
+        self.rate = int(rate)
+        self.workers = workers
+        self.port = port or free_port()
+        self.use_moto = moto
+        self.moto_port = 0
+        self.buckets = buckets
+        self.lua = have_lua()
+        self._nginx: Optional[subprocess.Popen] = None
+        self._moto: Optional[subprocess.Popen] = None
+        self._tmp: Optional[str] = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> str:
+        if shutil.which("nginx") is None:
+            raise RuntimeError("nginx is not installed: apt-get install nginx libnginx-mod-http-lua")
+        if self.ttfb_s > 0 and not self.lua:
+            raise RuntimeError("a time to first byte needs libnginx-mod-http-lua (apt-get install libnginx-mod-http-lua)")
+        self._tmp = tempfile.mkdtemp(prefix="s3stream-nginx-")
+        os.chmod(self._tmp, 0o755)
+        os.makedirs(os.path.join(self._tmp, "listing"))
+        os.chmod(os.path.join(self._tmp, "listing"), 0o755)
+        try:
+            if self.use_moto:
+                self._start_moto()
+            else:
+                self.moto_port = free_port()  # nothing listens: proxied requests answer 502
+            self.refresh_listing()
+            self._start_nginx()
+            if self.use_moto:
+                for bucket in self._buckets():
+                    self._create_moto_bucket(bucket)
+        except BaseException:
+            self.stop()
+            raise
+        return self.endpoint
+
+    def stop(self) -> None:
+        for proc in (self._nginx, self._moto):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self._nginx = self._moto = None
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the listing ---------------------------------------------------------------------------------
+    def _buckets(self) -> List[str]:
+        if self.buckets is not None:
+            return list(self.buckets)
+        return sorted(d for d in os.listdir(self.root) if os.path.isdir(os.path.join(self.root, d)))
+
+    def refresh_listing(self) -> Dict[str, int]:
+        """Takes the directory's listing again (after files were added); returns keys per bucket."""
+        assert self._tmp is not None, "start() first"
+        make_world_readable(self.root)
+        counts = {}
+        for bucket in self._buckets():
+            base = os.path.join(self.root, bucket)
+            rows: List[Tuple[bytes, str]] = []
+            for dirpath, _, filenames in os.walk(base):
+                for name in filenames:
+                    path = os.path.join(dirpath, name)
+                    key = os.path.relpath(path, base).replace(os.sep, "/")
+                    st = os.stat(path)
+                    modified = datetime.datetime.fromtimestamp(int(st.st_mtime), datetime.timezone.utc)
+                    rows.append((key.encode("utf-8"),
+                                 f"{key}\t{st.st_size}\t{nginx_etag(st)}\t{modified.strftime('%Y-%m-%dT%H:%M:%S.000Z')}"))
+            rows.sort()
+            path = os.path.join(self._tmp, "listing", f"{bucket}.tsv")
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for _, line in rows))
+            os.chmod(path + ".tmp", 0o644)
+            os.replace(path + ".tmp", path)
+            counts[bucket] = len(rows)
+        return counts
+
+    # -- processes -----------------------------------------------------------------------------------
+    def _start_moto(self) -> None:
+        assert self._tmp is not None
+        last = ""
+        for _ in range(3):
+            self.moto_port = free_port()
+            log = open(os.path.join(self._tmp, "moto.log"), "ab")
+            env = dict(os.environ)
+            env.setdefault("AWS_ACCESS_KEY_ID", "bench")
+            env.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+            self._moto = subprocess.Popen(
+                [sys.executable, "-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", str(self.moto_port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+            )
+            log.close()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if self._moto.poll() is not None:
+                    last = f"exited with status {self._moto.returncode}"
+                    break
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.moto_port}/moto-api/", timeout=1) as r:
+                        if r.status == 200:
+                            return
+                except (urllib.error.URLError, OSError):
+                    pass
+                time.sleep(0.05)
+            else:
+                last = "did not answer within 30 s"
+        raise RuntimeError(f"moto server failed to start: {last}")
+
+    def _create_moto_bucket(self, bucket: str) -> None:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.moto_port}/{bucket}", method="PUT", data=b"")
+        try:
+            urllib.request.urlopen(req, timeout=10).read()
+        except urllib.error.HTTPError as e:
+            if e.code != 409:  # already exists
+                raise
+
+    def _config(self) -> str:
+        assert self._tmp is not None
+        modules = route = lua_http = list_location = ""
+        if self.lua:
+            modules = f"load_module {NDK_MODULE};\nload_module {LUA_MODULE};"
+            route = _LUA_ROUTE
+            lua_http = _LUA_HTTP.replace("__TTFB__", repr(self.ttfb_s)).replace(
+                "__LISTING_DIR__", os.path.join(self._tmp, "listing"))
+            list_location = _LIST_LOCATION
+        else:
+            route = _PLAIN_ROUTE
+        # As root, nginx would switch its workers to "nobody", who may not traverse the data
+        # directory (under /root, say): keep them as the invoking user instead.
+        user = "user root root;" if os.geteuid() == 0 else ""
+        return _CONF.format(
+            workers=self.workers, user=user, tmp=self._tmp, modules=modules, lua_http=lua_http,
+            moto_port=self.moto_port, port=self.port, root=self.root, route=route,
+            rate=f"limit_rate {self.rate};" if self.rate else "", list_location=list_location,
+        )
+
+    def _start_nginx(self) -> None:
+        assert self._tmp is not None
+        path = os.path.join(self._tmp, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(self._config())
+        errlog = os.path.join(self._tmp, "error.log")
+        self._nginx = subprocess.Popen(
+            ["nginx", "-p", self._tmp, "-c", path, "-e", errlog],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self._nginx.poll() is not None:
+                    err = self._nginx.stderr.read().decode(errors="replace") if self._nginx.stderr else ""
+                    raise RuntimeError(f"nginx failed to start: {err.strip()}")
+                time.sleep(0.05)
+        raise RuntimeError("nginx did not start within 10 s")
+
+    def error_log(self) -> str:
+        """nginx's error log (warnings and errors), for diagnosing a failed run."""
+        if not self._tmp:
+            return ""
+        try:
+            with open(os.path.join(self._tmp, "error.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m s3stream.bench.server ROOT [--ttfb-ms 20] [--mbps 100]``: serve until Ctrl-C."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m s3stream.bench.server", description=main.__doc__)
+    ap.add_argument("root")
+    ap.add_argument("--ttfb-ms", type=float, default=20.0)
+    ap.add_argument("--mbps", type=float, default=100.0, help="MB/s (10^6 bytes) per connection; 0: unlimited")
+    ap.add_argument("--port", type=int, default=None)
+    args = ap.parse_args(argv)
+    with LocalS3(args.root, ttfb_s=args.ttfb_ms / 1000, rate=int(args.mbps * 1e6), port=args.port) as endpoint:
+        print(f"serving {args.root} at {endpoint} (ttfb {args.ttfb_ms} ms, {args.mbps} MB/s per connection)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
