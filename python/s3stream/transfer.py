@@ -3,18 +3,38 @@
 Pickling a Buffer copies its bytes several times on the way through multiprocessing's pipe (out of
 the Buffer, into the pickle, through the kernel, out again, into a new Buffer). For the raw bytes of
 a batch that is most of a worker's CPU. Instead, ``s3stream.DataLoader`` has each worker copy the
-batch's Buffers once into a single block of shared memory, which torch hands to the main process as
-a file descriptor; there the Buffers come back as zero-copy views of that block.
+batch's Buffers once into a block of shared memory; there the Buffers come back as zero-copy views
+of that block.
+
+The blocks are reused. A fresh block of shared memory costs a page fault and a zeroed page every
+4 KiB, on both sides, which measured as much CPU as the copy and the socket reads together. So each
+worker keeps a few blocks (memfds, ``POOL_BLOCKS`` at most), sends each one's file descriptor to the
+main process once, and afterwards only its name and the batch's spans. The main process maps a
+block once and keeps the mapping. When the last view of a batch is gone, the main process writes the
+batch's generation into the block's header, and the worker may fill the block again. A worker
+whose blocks are all still held (the loop keeps old batches) sends the batch in a one-off block.
+Memory: per worker, at most ``POOL_BLOCKS`` blocks, each about the size of the largest batch so far.
 """
 
 from __future__ import annotations
 
 import array
-from typing import Any, Callable, List
+import mmap
+import os
+import struct
+import threading
+import weakref
+from multiprocessing.reduction import DupFd
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
 from ._core import Buffer
+
+POOL_BLOCKS = 6  # per worker: the batches queued ahead (prefetch_factor), the one in use, spares
+_HEADER = 64  # [0:8) generation written by the worker, [8:16) generation released by the loop
+_RELEASED = struct.Struct("<Q")
+_GRAIN = 1 << 20  # block capacities are whole MiB, with a quarter of headroom for larger batches
 
 
 class _Hole:
@@ -27,16 +47,153 @@ class _Hole:
 HOLE = _Hole()
 
 
-class PackedBatch:
-    """A batch whose Buffers were moved into one shared-memory block, in traversal order."""
+class _PooledBlock:
+    """A worker's reusable block: a memfd mapped here, and in the main process once received."""
 
-    __slots__ = ("tree", "block", "lengths")
+    __slots__ = ("name", "fd", "mm", "capacity", "generation", "announced")
 
-    def __init__(self, tree: Any, block: torch.Tensor, lengths: array.array) -> None:
-        self.tree, self.block, self.lengths = tree, block, lengths
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name, self.capacity, self.generation, self.announced = name, capacity, 0, False
+        self.fd = os.memfd_create("s3stream-batch", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, _HEADER + capacity)
+        self.mm = mmap.mmap(self.fd, _HEADER + capacity)
+
+    def free(self) -> bool:
+        return _RELEASED.unpack_from(self.mm, 8)[0] == self.generation
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        except BufferError:  # a batch packed and unpacked in this very process still views it
+            pass  # the mapping goes when the last view does
+        os.close(self.fd)
+
+
+class _WorkerPool:
+    """This process's blocks (rebuilt after a fork: a child must not reuse its parent's)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.prefix = f"{self.pid}-{os.urandom(6).hex()}"
+        self.blocks: List[_PooledBlock] = []
+        self.created = 0
+        self.retired: List[str] = []  # blocks closed here, for the main process to unmap
+
+    def acquire(self, size: int) -> Optional[_PooledBlock]:
+        free = [b for b in self.blocks if b.free()]
+        fitting = [b for b in free if b.capacity >= size]
+        if fitting:
+            block = min(fitting, key=lambda b: b.capacity)
+        elif len(self.blocks) < POOL_BLOCKS or free:
+            if len(self.blocks) >= POOL_BLOCKS:  # replace the smallest free block with a larger one
+                small = min(free, key=lambda b: b.capacity)
+                self.blocks.remove(small)
+                self.retired.append(small.name)
+                small.close()
+            capacity = -(-(size + size // 4) // _GRAIN) * _GRAIN
+            block = _PooledBlock(f"{self.prefix}-{self.created}", capacity)
+            self.created += 1
+            self.blocks.append(block)
+        else:
+            return None
+        block.generation += 1
+        struct.pack_into("<Q", block.mm, 0, block.generation)
+        return block
+
+
+_pool: Optional[_WorkerPool] = None
+
+
+def _worker_pool() -> _WorkerPool:
+    global _pool
+    if _pool is None or _pool.pid != os.getpid():
+        _pool = _WorkerPool()
+    return _pool
+
+
+class _Mapping:
+    """The main process's mapping of one worker block."""
+
+    __slots__ = ("mm", "view", "__weakref__")
+
+    def __init__(self, fd: int, capacity: int) -> None:
+        try:
+            self.mm = mmap.mmap(fd, _HEADER + capacity)
+        finally:
+            os.close(fd)
+        self.view = memoryview(self.mm)
+
+
+_mappings: Dict[str, _Mapping] = {}
+_mappings_lock = threading.Lock()  # batches are unpickled on DataLoader's pin-memory thread too
+
+
+def _attach(name: str, capacity: int, fd: Optional[Any], retired: Tuple[str, ...]) -> _Mapping:
+    """Unpickles a pooled block reference in the main process (fd: the DupFd of its first trip)."""
+    with _mappings_lock:
+        for old in retired:
+            _mappings.pop(old, None)  # unmapped once the last view of it is gone
+        if fd is not None:
+            _forget_dead_workers(name)
+            _mappings[name] = _Mapping(fd.detach(), capacity)
+        try:
+            return _mappings[name]
+        except KeyError:
+            raise RuntimeError(f"s3stream: a DataLoader worker sent batch block {name} before its memory; "
+                               "this is a bug in s3stream.transfer, please report it") from None
+
+
+def _forget_dead_workers(new_name: str) -> None:
+    """Drops the mappings of workers that have exited (non-persistent workers start anew every
+    epoch; without this the main process would keep every epoch's blocks mapped)."""
+    alive: Dict[str, bool] = {}
+    new_pid = new_name.split("-", 1)[0]
+    for name in list(_mappings):
+        pid, token = name.split("-")[:2]
+        key = f"{pid}-{token}"
+        if key not in alive:
+            if new_pid == pid and not new_name.startswith(key + "-"):
+                alive[key] = False  # the pid was reused by a new worker
+            else:
+                try:
+                    os.kill(int(pid), 0)
+                    alive[key] = True
+                except ProcessLookupError:
+                    alive[key] = False
+                except PermissionError:
+                    alive[key] = True
+        if not alive[key]:
+            del _mappings[name]
+
+
+class _BlockRef:
+    """How a pooled block travels: its name, plus its file descriptor the first time."""
+
+    __slots__ = ("block", "retired")
+
+    def __init__(self, block: _PooledBlock, retired: List[str]) -> None:
+        self.block, self.retired = block, retired
 
     def __reduce__(self) -> Any:
-        return (PackedBatch, (self.tree, self.block, self.lengths))
+        b = self.block
+        fd = None
+        if not b.announced:
+            fd, b.announced = DupFd(b.fd), True
+        return (_attach, (b.name, b.capacity, fd, tuple(self.retired)))
+
+
+class PackedBatch:
+    """A batch whose Buffers were moved into one shared-memory block, in traversal order.
+    ``block`` is a shared tensor (a one-off block) or, once unpickled from a pooled block, the main
+    process's mapping of it, whose batch starts at ``_HEADER`` and carries ``generation``."""
+
+    __slots__ = ("tree", "block", "lengths", "generation")
+
+    def __init__(self, tree: Any, block: Any, lengths: array.array, generation: int = 0) -> None:
+        self.tree, self.block, self.lengths, self.generation = tree, block, lengths, generation
+
+    def __reduce__(self) -> Any:
+        return (PackedBatch, (self.tree, self.block, self.lengths, self.generation))
 
 
 def _map(x: Any, fn: Callable[[Any], Any]) -> Any:
@@ -66,7 +223,9 @@ def _shared_block(size: int) -> torch.Tensor:
         return torch.empty(size, dtype=torch.uint8).share_memory_()
 
 
-def pack(batch: Any) -> Any:
+def pack(batch: Any, pooled: bool = True) -> Any:
+    """Moves the batch's Buffers into one block (pooled: a reusable one of this process's pool,
+    for a batch that is about to be sent to the main process exactly once)."""
     buffers: List[Buffer] = []
 
     def hole(x: Any) -> Any:
@@ -79,19 +238,38 @@ def pack(batch: Any) -> Any:
     if not buffers:
         return batch
     lengths = array.array("Q", (len(b) for b in buffers))
-    block = _shared_block(sum(lengths))
-    view = memoryview(block.numpy())
-    offset = 0
+    total = sum(lengths)
+    pool = _worker_pool() if pooled else None
+    block = pool.acquire(total) if pool is not None else None
+    if block is not None:
+        view, offset = memoryview(block.mm), _HEADER
+        ref: Any = _BlockRef(block, pool.retired)
+        pool.retired = []
+    else:
+        shared = _shared_block(total)
+        view, offset, ref = memoryview(shared.numpy()), 0, shared
     for b, n in zip(buffers, lengths):
         view[offset : offset + n] = memoryview(b)
         offset += n
-    return PackedBatch(tree, block, lengths)
+    del view
+    return PackedBatch(tree, ref, lengths, block.generation if block is not None else 0)
+
+
+def _release(header: memoryview, generation: int) -> None:
+    _RELEASED.pack_into(header, 8, generation)
 
 
 def unpack(obj: Any) -> Any:
     if not isinstance(obj, PackedBatch):
         return obj
-    owner = obj.block.numpy()
+    if isinstance(obj.block, (_Mapping, _BlockRef)):
+        # One lease per batch: the views hold it, and when the last goes the worker may reuse the
+        # block. (A _BlockRef: the batch was packed in this process and never pickled.)
+        whole = obj.block.view if isinstance(obj.block, _Mapping) else memoryview(obj.block.block.mm)
+        owner: Any = whole[_HEADER : _HEADER + sum(obj.lengths)]
+        weakref.finalize(owner, _release, whole[:_HEADER], obj.generation)
+    else:
+        owner = obj.block.numpy()
     spans = iter(obj.lengths)
     offset = 0
 
@@ -105,8 +283,6 @@ def unpack(obj: Any) -> Any:
         return x
 
     return _map(obj.tree, fill)
-
-
 class PackingCollate:
     """Wraps a DataLoader's collate function so its output travels packed (see the module doc)."""
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import collections
 import pickle
 
+import gc
+from multiprocessing.reduction import ForkingPickler
+
 import numpy as np
+import pytest
 import torch
 
 import s3stream
+from s3stream import transfer
 from s3stream.transfer import PackedBatch, pack, unpack
 
 Pair = collections.namedtuple("Pair", "a b")
@@ -22,8 +27,8 @@ def test_pack_round_trip_keeps_structure_and_bytes():
     bufs = [s3stream.Buffer(bytes([i]) * (10 + i)) for i in range(4)]
     batch = {"x": [bufs[0], bufs[1]], "y": Pair(bufs[2], 7), "z": (bufs[3], "s"), "n": torch.arange(3)}
     packed = pack(batch)
-    assert isinstance(packed, PackedBatch) and packed.block.is_shared()
-    out = unpack(pickle.loads(pickle.dumps(packed)))
+    assert isinstance(packed, PackedBatch)
+    out = unpack(ForkingPickler.loads(ForkingPickler.dumps(packed)))
     assert [bytes(b) for b in out["x"]] == [bytes(bufs[0]), bytes(bufs[1])]
     assert isinstance(out["y"], Pair) and bytes(out["y"].a) == bytes(bufs[2]) and out["y"].b == 7
     assert bytes(out["z"][0]) == bytes(bufs[3]) and out["z"][1] == "s"
@@ -36,26 +41,60 @@ def test_batches_without_buffers_pass_unchanged():
     assert pack(batch) is batch and unpack(batch) is batch
 
 
-def test_views_keep_the_block_alive():
-    packed = pack([s3stream.Buffer(b"hello"), s3stream.Buffer(b"world")])
+@pytest.mark.parametrize("pooled", [True, False])
+def test_views_keep_the_block_alive(pooled):
+    packed = pack([s3stream.Buffer(b"hello"), s3stream.Buffer(b"world")], pooled=pooled)
     views = unpack(packed)
     del packed
+    gc.collect()
     assert [bytes(v) for v in views] == [b"hello", b"world"]
     assert address(views[1]) == address(views[0]) + 5  # one block, back to back: no per-sample copies
 
 
-def test_worker_batches_arrive_as_views_of_one_block(tmp_path):
-    import tarfile, io
+def test_a_pooled_block_is_reused_only_after_its_views_are_gone():
+    first = unpack(ForkingPickler.loads(ForkingPickler.dumps(pack([s3stream.Buffer(b"a" * 1000)]))))
+    second = unpack(ForkingPickler.loads(ForkingPickler.dumps(pack([s3stream.Buffer(b"b" * 1000)]))))
+    assert address(first[0]) != address(second[0])  # the first batch is still held: another block
+    assert bytes(first[0]) == b"a" * 1000 and bytes(second[0]) == b"b" * 1000
+    where = address(first[0])
+    del first
+    gc.collect()
+    third = unpack(ForkingPickler.loads(ForkingPickler.dumps(pack([s3stream.Buffer(b"c" * 1000)]))))
+    assert address(third[0]) == where  # released, then refilled: no new shared memory
+    assert bytes(third[0]) == b"c" * 1000 and bytes(second[0]) == b"b" * 1000
+
+
+def test_when_every_pooled_block_is_held_batches_travel_in_one_off_blocks():
+    held = [unpack(ForkingPickler.loads(ForkingPickler.dumps(pack([s3stream.Buffer(bytes([i]) * 5000)]))))
+            for i in range(3 * transfer.POOL_BLOCKS)]
+    assert [bytes(b[0]) for b in held] == [bytes([i]) * 5000 for i in range(3 * transfer.POOL_BLOCKS)]
+    assert len(transfer._worker_pool().blocks) <= transfer.POOL_BLOCKS
+
+
+def shard_dataset(tmp_path, samples: int, size: int = 1000):
+    import io
+    import tarfile
 
     path = tmp_path / "s.tar"
     with tarfile.open(path, "w") as t:
-        for i in range(16):
-            data = bytes([i]) * 1000
-            info = tarfile.TarInfo(f"{i:03d}.bin")
+        for i in range(samples):
+            data = i.to_bytes(4, "little") * (size // 4)
+            info = tarfile.TarInfo(f"{i:05d}.bin")
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
-    ds = s3stream.ShardDataset(str(path), shuffle=False, progress=False, write_index=False,
-                               index_cache_dir=str(tmp_path / "cache"))
+    return s3stream.ShardDataset(str(path), shuffle=False, progress=False, write_index=False,
+                                 index_cache_dir=str(tmp_path / "cache"))
+
+
+def sample_id(buf) -> int:
+    data = bytes(buf)
+    i = int.from_bytes(data[:4], "little")
+    assert data == i.to_bytes(4, "little") * (len(data) // 4)  # whole and not overwritten
+    return i
+
+
+def test_worker_batches_arrive_as_views_of_one_block(tmp_path):
+    ds = shard_dataset(tmp_path, 16)
     loader = s3stream.DataLoader(ds, batch_size=4, num_workers=2)
     seen = []
     for batch in loader:
@@ -63,5 +102,24 @@ def test_worker_batches_arrive_as_views_of_one_block(tmp_path):
         assert all(isinstance(b, s3stream.Buffer) for b in bins)
         starts = [address(b) for b in bins]
         assert starts == [starts[0] + 1000 * k for k in range(len(bins))]
-        seen.extend(bytes(b)[0] for b in bins)
+        seen.extend(sample_id(b) for b in bins)
     assert seen == list(range(16))
+
+
+def test_worker_blocks_are_reused_and_dead_workers_unmapped(tmp_path):
+    ds = shard_dataset(tmp_path, 400)
+    loader = s3stream.DataLoader(ds, batch_size=8, num_workers=2)  # new workers every epoch
+    for epoch in range(3):
+        starts, seen = set(), []
+        for batch in loader:
+            starts.add(address(batch["bin"][0]))
+            seen.extend(sample_id(b) for b in batch["bin"])
+        assert sorted(seen) == list(range(400))
+        assert len(starts) <= 2 * transfer.POOL_BLOCKS  # 50 batches in a handful of blocks
+        assert len(transfer._mappings) <= 2 * 2 * transfer.POOL_BLOCKS  # this epoch's workers (+ the last one's)
+
+
+def test_batches_the_loop_keeps_stay_intact(tmp_path):
+    ds = shard_dataset(tmp_path, 300)
+    kept = list(s3stream.DataLoader(ds, batch_size=4, num_workers=2))  # every block held: one-off blocks
+    assert [sample_id(b) for batch in kept for b in batch["bin"]] == list(range(300))
