@@ -5,8 +5,12 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <cerrno>
+#include <system_error>
+
 #include "bindings.h"
 #include "s3stream/buffer.h"
+#include "util/shared_arena.h"
 
 namespace nb = nanobind;
 
@@ -26,6 +30,18 @@ PyType_Slot kBufferSlots[] = {
 }  // namespace
 
 void InitBuffer(nb::module_& m) {
+  m.def(
+      "_enable_shared_arena",
+      [](size_t capacity) {
+        const int fd = internal::EnableSharedArena(capacity);
+        if (fd < 0) throw std::system_error(errno, std::generic_category(), "s3stream: no shared arena");
+        return fd;
+      },
+      nb::arg("capacity"),
+      "Large Buffers of this process are allocated in a memfd another process can map; returns its "
+      "file descriptor (see s3stream.transfer). Idempotent.");
+  m.def("_shared_arena_used", &internal::SharedArenaUsed,
+        "Bytes of this process's shared arena handed out so far (its memory high-water mark).");
   nb::class_<Buffer>(m, "Buffer", nb::type_slots(kBufferSlots),
                      "Bytes owned by native code, readable without copying: memoryview(buf), "
                      "numpy.frombuffer(buf, ...), torch.frombuffer(buf, dtype=torch.uint8).")
@@ -64,6 +80,8 @@ void InitBuffer(nb::module_& m) {
         return nb::make_tuple(self.type(),
                               nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(b.data()), b.size())));
       })
+      .def("_arena_offset", [](const Buffer& b) { return internal::SharedArenaOffset(b.data()); },
+           "Where the bytes start in this process's shared arena (s3stream.transfer), or -1.")
       .def("__len__", &Buffer::size)
       .def("__bytes__", [](const Buffer& b) { return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size()); })
       .def("tobytes", [](const Buffer& b) { return nb::bytes(reinterpret_cast<const char*>(b.data()), b.size()); },

@@ -53,13 +53,13 @@ from __future__ import annotations
 
 import collections
 import inspect
-from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import torch
 import torch.utils.data
 
 from .errors import InvalidArgumentError
-from .transfer import PackingCollate, unpack
+from .transfer import PackingCollate, unpack, worker_started
 
 STATE_VERSION = 1
 _COMPONENTS = ("sampler", "batch_sampler", "dataset")
@@ -217,6 +217,18 @@ class _CountingIterator:
         return getattr(self._it, name)
 
 
+class _WorkerInit:
+    """Sets a worker up for transfer.py, then runs the user's worker_init_fn (picklable: spawn)."""
+
+    def __init__(self, user_fn: Optional[Callable[[int], None]]) -> None:
+        self.user_fn = user_fn
+
+    def __call__(self, worker_id: int) -> None:
+        worker_started()
+        if self.user_fn is not None:
+            self.user_fn(worker_id)
+
+
 class DataLoader(torch.utils.data.DataLoader):
     """``torch.utils.data.DataLoader`` plus exact ``state_dict()`` / ``load_state_dict()`` and
     automatic epochs. Takes every argument torch's DataLoader takes, and:
@@ -236,8 +248,9 @@ class DataLoader(torch.utils.data.DataLoader):
     def __init__(self, *args: Any, advance_epoch: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.num_workers > 0:
-            # Buffers in a batch cross from the workers in one shared-memory block (transfer.py).
+            # Buffers in a batch cross from the workers by reference into shared memory (transfer.py).
             self.collate_fn = PackingCollate(self.collate_fn)
+            self.worker_init_fn = _WorkerInit(self.worker_init_fn)
         self._s3s_advance_epoch = bool(advance_epoch)
         self._s3s_tracker = _Tracker()
         # A dataset that plans in batches (s3stream.ShardDataset deals whole batches to workers, so

@@ -14,6 +14,13 @@ block once and keeps the mapping. When the last view of a batch is gone, the mai
 batch's generation into the block's header, and the worker may fill the block again. A worker
 whose blocks are all still held (the loop keeps old batches) sends the batch in a one-off block.
 Memory: per worker, at most ``POOL_BLOCKS`` blocks, each about the size of the largest batch so far.
+
+Most bytes are not even copied once. A worker started by ``s3stream.DataLoader`` allocates its large
+Buffers (downloaded objects, shard ranges) in a shared arena (``_core._enable_shared_arena``: a
+memfd, sparse, whose blocks the native block cache recycles), which the main process also maps
+once. A Buffer that lives there travels as its offset; the worker keeps it alive until the batch's
+pooled block is released, which then also releases the batch's arena bytes. Only Buffers outside
+the arena (small ones, or batches sent in one-off blocks) are copied.
 """
 
 from __future__ import annotations
@@ -29,12 +36,15 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from . import _core
 from ._core import Buffer
 
 POOL_BLOCKS = 6  # per worker: the batches queued ahead (prefetch_factor), the one in use, spares
 _HEADER = 64  # [0:8) generation written by the worker, [8:16) generation released by the loop
 _RELEASED = struct.Struct("<Q")
 _GRAIN = 1 << 20  # block capacities are whole MiB, with a quarter of headroom for larger batches
+# Address space for a worker's shared arena; memory is used only for the blocks in use at once.
+ARENA_BYTES = int(os.environ.get("S3STREAM_WORKER_ARENA_BYTES", str(4 << 30)))
 
 
 class _Hole:
@@ -50,10 +60,11 @@ HOLE = _Hole()
 class _PooledBlock:
     """A worker's reusable block: a memfd mapped here, and in the main process once received."""
 
-    __slots__ = ("name", "fd", "mm", "capacity", "generation", "announced")
+    __slots__ = ("name", "fd", "mm", "capacity", "generation", "announced", "held")
 
     def __init__(self, name: str, capacity: int) -> None:
         self.name, self.capacity, self.generation, self.announced = name, capacity, 0, False
+        self.held: Optional[List[Buffer]] = None  # arena Buffers of the batch, until it is released
         self.fd = os.memfd_create("s3stream-batch", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, _HEADER + capacity)
         self.mm = mmap.mmap(self.fd, _HEADER + capacity)
@@ -81,6 +92,8 @@ class _WorkerPool:
 
     def acquire(self, size: int) -> Optional[_PooledBlock]:
         free = [b for b in self.blocks if b.free()]
+        for b in free:
+            b.held = None  # the loop let go of the batch: its arena blocks go back to the cache
         fitting = [b for b in free if b.capacity >= size]
         if fitting:
             block = min(fitting, key=lambda b: b.capacity)
@@ -111,14 +124,47 @@ def _worker_pool() -> _WorkerPool:
     return _pool
 
 
+class _Arena:
+    """This process's shared arena, as the main process learns of it."""
+
+    __slots__ = ("name", "fd", "size", "announced", "local")
+
+    def __init__(self, name: str, fd: int, size: int) -> None:
+        self.name, self.fd, self.size, self.announced = name, fd, size, False
+        self.local: Optional[_Mapping] = None  # a mapping here, for batches unpacked where packed
+
+
+_arena: Optional[_Arena] = None
+_arena_pid = 0
+
+
+def worker_started() -> None:
+    """Called first in each DataLoader worker: from now on its large Buffers live in memory the
+    main process can map (without it, batches are copied into pooled blocks, as before)."""
+    global _arena, _arena_pid
+    if _arena_pid == os.getpid():
+        return
+    _arena_pid = os.getpid()
+    try:
+        fd = _core._enable_shared_arena(ARENA_BYTES)
+    except OSError:
+        _arena = None  # e.g. no memfd here: the copying path still works
+        return
+    _arena = _Arena(f"{_worker_pool().prefix}-arena", fd, ARENA_BYTES)
+
+
+def _worker_arena() -> Optional[_Arena]:
+    return _arena if _arena is not None and _arena_pid == os.getpid() else None
+
+
 class _Mapping:
     """The main process's mapping of one worker block."""
 
     __slots__ = ("mm", "view", "__weakref__")
 
-    def __init__(self, fd: int, capacity: int) -> None:
+    def __init__(self, fd: int, size: int) -> None:
         try:
-            self.mm = mmap.mmap(fd, _HEADER + capacity)
+            self.mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
         self.view = memoryview(self.mm)
@@ -128,14 +174,15 @@ _mappings: Dict[str, _Mapping] = {}
 _mappings_lock = threading.Lock()  # batches are unpickled on DataLoader's pin-memory thread too
 
 
-def _attach(name: str, capacity: int, fd: Optional[Any], retired: Tuple[str, ...]) -> _Mapping:
-    """Unpickles a pooled block reference in the main process (fd: the DupFd of its first trip)."""
+def _attach(name: str, size: int, fd: Optional[Any], retired: Tuple[str, ...]) -> _Mapping:
+    """Unpickles a reference to a worker's pooled block or arena in the main process (fd: the
+    DupFd of its first trip; size: the bytes to map)."""
     with _mappings_lock:
         for old in retired:
             _mappings.pop(old, None)  # unmapped once the last view of it is gone
         if fd is not None:
             _forget_dead_workers(name)
-            _mappings[name] = _Mapping(fd.detach(), capacity)
+            _mappings[name] = _Mapping(fd.detach(), size)
         try:
             return _mappings[name]
         except KeyError:
@@ -179,21 +226,48 @@ class _BlockRef:
         fd = None
         if not b.announced:
             fd, b.announced = DupFd(b.fd), True
-        return (_attach, (b.name, b.capacity, fd, tuple(self.retired)))
+        return (_attach, (b.name, _HEADER + b.capacity, fd, tuple(self.retired)))
+
+
+class _ArenaRef:
+    """How a worker's arena travels: its name, plus its file descriptor the first time."""
+
+    __slots__ = ("arena",)
+
+    def __init__(self, arena: _Arena) -> None:
+        self.arena = arena
+
+    def __reduce__(self) -> Any:
+        a = self.arena
+        fd = None
+        if not a.announced:
+            fd, a.announced = DupFd(a.fd), True
+        return (_attach, (a.name, a.size, fd, ()))
+
+    def mapping(self) -> _Mapping:
+        """For a batch unpacked in the process that packed it (tests): the arena mapped here too."""
+        if self.arena.local is None:
+            self.arena.local = _Mapping(os.dup(self.arena.fd), self.arena.size)
+        return self.arena.local
 
 
 class PackedBatch:
-    """A batch whose Buffers were moved into one shared-memory block, in traversal order.
+    """A batch whose Buffers travel by reference, in traversal order.
+
     ``block`` is a shared tensor (a one-off block) or, once unpickled from a pooled block, the main
-    process's mapping of it, whose batch starts at ``_HEADER`` and carries ``generation``."""
+    process's mapping of it, whose bytes start at ``_HEADER`` and which carries ``generation``.
+    With ``arena`` (the worker's arena), ``spans[i] >= 0`` is where Buffer ``i`` is in it; the
+    Buffers with ``-1`` were copied into the block, back to back."""
 
-    __slots__ = ("tree", "block", "lengths", "generation")
+    __slots__ = ("tree", "block", "lengths", "generation", "arena", "spans")
 
-    def __init__(self, tree: Any, block: Any, lengths: array.array, generation: int = 0) -> None:
+    def __init__(self, tree: Any, block: Any, lengths: array.array, generation: int = 0, arena: Any = None,
+                 spans: Optional[array.array] = None) -> None:
         self.tree, self.block, self.lengths, self.generation = tree, block, lengths, generation
+        self.arena, self.spans = arena, spans
 
     def __reduce__(self) -> Any:
-        return (PackedBatch, (self.tree, self.block, self.lengths, self.generation))
+        return (PackedBatch, (self.tree, self.block, self.lengths, self.generation, self.arena, self.spans))
 
 
 def _map(x: Any, fn: Callable[[Any], Any]) -> Any:
@@ -225,7 +299,8 @@ def _shared_block(size: int) -> torch.Tensor:
 
 def pack(batch: Any, pooled: bool = True) -> Any:
     """Moves the batch's Buffers into one block (pooled: a reusable one of this process's pool,
-    for a batch that is about to be sent to the main process exactly once)."""
+    for a batch that is about to be sent to the main process exactly once), or, for those in this
+    process's arena, refers to them where they are."""
     buffers: List[Buffer] = []
 
     def hole(x: Any) -> Any:
@@ -238,51 +313,78 @@ def pack(batch: Any, pooled: bool = True) -> Any:
     if not buffers:
         return batch
     lengths = array.array("Q", (len(b) for b in buffers))
-    total = sum(lengths)
+    arena = _worker_arena() if pooled else None
+    spans = array.array("q", (b._arena_offset() for b in buffers)) if arena is not None else None
+    if spans is not None and max(spans) < 0:
+        spans = None
+    copied = [i for i in range(len(buffers)) if spans is None or spans[i] < 0]
     pool = _worker_pool() if pooled else None
-    block = pool.acquire(total) if pool is not None else None
+    block = pool.acquire(sum(lengths[i] for i in copied)) if pool is not None else None
     if block is not None:
         view, offset = memoryview(block.mm), _HEADER
         ref: Any = _BlockRef(block, pool.retired)
         pool.retired = []
-    else:
-        shared = _shared_block(total)
+        if spans is not None:
+            block.held = [buffers[i] for i in range(len(buffers)) if spans[i] >= 0]
+    else:  # every pooled block is still held by the loop: a one-off block, with every byte in it
+        spans, copied = None, range(len(buffers))
+        shared = _shared_block(sum(lengths))
         view, offset, ref = memoryview(shared.numpy()), 0, shared
-    for b, n in zip(buffers, lengths):
-        view[offset : offset + n] = memoryview(b)
+    for i in copied:
+        n = lengths[i]
+        view[offset : offset + n] = memoryview(buffers[i])
         offset += n
     del view
-    return PackedBatch(tree, ref, lengths, block.generation if block is not None else 0)
+    return PackedBatch(tree, ref, lengths, block.generation if block is not None else 0,
+                       _ArenaRef(arena) if spans is not None else None, spans)
 
 
-def _release(header: memoryview, generation: int) -> None:
-    _RELEASED.pack_into(header, 8, generation)
+def _release(tokens: List[int], header: memoryview, generation: int) -> None:
+    tokens.pop()  # atomic under the GIL: finalizers of one batch may run on different threads
+    if not tokens:
+        _RELEASED.pack_into(header, 8, generation)
 
 
 def unpack(obj: Any) -> Any:
     if not isinstance(obj, PackedBatch):
         return obj
+    arena_owner: Any = None
     if isinstance(obj.block, (_Mapping, _BlockRef)):
-        # One lease per batch: the views hold it, and when the last goes the worker may reuse the
-        # block. (A _BlockRef: the batch was packed in this process and never pickled.)
+        # One lease per batch (two owners with the arena): the views hold them, and when the last
+        # goes the worker may reuse the block and the arena bytes. (A _BlockRef: the batch was
+        # packed in this process and never pickled.)
         whole = obj.block.view if isinstance(obj.block, _Mapping) else memoryview(obj.block.block.mm)
-        owner: Any = whole[_HEADER : _HEADER + sum(obj.lengths)]
-        weakref.finalize(owner, _release, whole[:_HEADER], obj.generation)
+        copied = sum(n for i, n in enumerate(obj.lengths) if obj.spans is None or obj.spans[i] < 0)
+        owner: Any = whole[_HEADER : _HEADER + copied]
+        tokens = [1]
+        weakref.finalize(owner, _release, tokens, whole[:_HEADER], obj.generation)
+        if obj.arena is not None:
+            arena = obj.arena if isinstance(obj.arena, _Mapping) else obj.arena.mapping()
+            arena_owner = arena.view[:]
+            tokens.append(1)
+            weakref.finalize(arena_owner, _release, tokens, whole[:_HEADER], obj.generation)
     else:
         owner = obj.block.numpy()
-    spans = iter(obj.lengths)
+    spans = obj.spans
+    index = 0
     offset = 0
 
     def fill(x: Any) -> Any:
-        nonlocal offset
+        nonlocal index, offset
         if x is HOLE:
-            n = next(spans)
+            n = obj.lengths[index]
+            at = spans[index] if spans is not None else -1
+            index += 1
+            if at >= 0:
+                return Buffer.view(arena_owner, at, n)
             view = Buffer.view(owner, offset, n)
             offset += n
             return view
         return x
 
     return _map(obj.tree, fill)
+
+
 class PackingCollate:
     """Wraps a DataLoader's collate function so its output travels packed (see the module doc)."""
 

@@ -1,5 +1,7 @@
 #include "util/block_cache.h"
 
+#include "util/shared_arena.h"
+
 #include <pthread.h>
 
 #include <cstdlib>
@@ -62,14 +64,24 @@ uint8_t* AcquireBlock(size_t size, size_t* block_size) {
     if (it != cache->free_blocks.end() && !it->second.empty()) {
       uint8_t* block = it->second.back();
       it->second.pop_back();
-      cache->cached -= cls;
+      if (!FromArena(block)) cache->cached -= cls;
       return block;
     }
   }
+  if (uint8_t* block = ArenaAllocate(cls)) return block;
   return new uint8_t[cls];
 }
 
 void ReleaseBlock(uint8_t* block, size_t block_size) {
+  if (block_size >= kMinCachedBlock && FromArena(block)) {
+    // Arena space is never returned, so its blocks are always kept for reuse (the arena bounds
+    // them); a forked child drops the blocks it inherited: they are its parent's to reuse.
+    if (ArenaOwnedHere()) {
+      std::lock_guard<std::mutex> lock(cache->mu);
+      cache->free_blocks[block_size].push_back(block);
+    }
+    return;
+  }
   if (block_size >= kMinCachedBlock) {
     std::lock_guard<std::mutex> lock(cache->mu);
     if (cache->cached + block_size <= CacheLimit()) {

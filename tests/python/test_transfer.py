@@ -119,7 +119,23 @@ def test_worker_blocks_are_reused_and_dead_workers_unmapped(tmp_path):
         assert len(transfer._mappings) <= 2 * 2 * transfer.POOL_BLOCKS  # this epoch's workers (+ the last one's)
 
 
-def test_batches_the_loop_keeps_stay_intact(tmp_path):
-    ds = shard_dataset(tmp_path, 300)
+@pytest.mark.parametrize("size", [1000, 100_000])
+def test_batches_the_loop_keeps_stay_intact(tmp_path, size):
+    ds = shard_dataset(tmp_path, 300, size)
     kept = list(s3stream.DataLoader(ds, batch_size=4, num_workers=2))  # every block held: one-off blocks
     assert [sample_id(b) for batch in kept for b in batch["bin"]] == list(range(300))
+
+
+def test_worker_buffers_arrive_in_place_from_the_workers_arena(tmp_path):
+    ds = shard_dataset(tmp_path, 200, 100_000)
+    loader = s3stream.DataLoader(ds, batch_size=8, num_workers=2, persistent_workers=True)
+    for epoch in range(2):
+        seen, in_arena = [], 0
+        for batch in loader:
+            arenas = [m for name, m in transfer._mappings.items() if name.endswith("-arena")]
+            bounds = [(address(m.view), address(m.view) + len(m.view)) for m in arenas]
+            for b in batch["bin"]:
+                in_arena += any(lo <= address(b) < hi for lo, hi in bounds)
+                seen.append(sample_id(b))
+        assert sorted(seen) == list(range(200))
+        assert in_arena >= 150  # not copied: views of the memory the worker downloaded into
