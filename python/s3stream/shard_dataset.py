@@ -26,6 +26,7 @@ from .shard_index import ShardIndex, load_indexes
 from .urls import shard_uris
 
 MiB = 1 << 20
+AHEAD_BUDGET = 256 * MiB  # fetched ahead across a DataLoader's workers, by default (see max_bytes_ahead)
 
 # Slots of the shared array through which set_epoch / load_state_dict reach persistent workers.
 _EPOCH, _RESUME_EPOCH, _RESUME_START = range(3)
@@ -49,7 +50,10 @@ class ShardDataset(torch.utils.data.IterableDataset):
         rank, world_size: default from torch.distributed, else RANK / WORLD_SIZE, else 0 / 1.
         interleave, chunk_bytes, shuffle_chunks: shards read round-robin at once, consecutive
             bytes read together, and the chunk-level shuffle buffer.
-        max_bytes_ahead: per worker, bytes fetched ahead of the consumer (the memory bound).
+        max_bytes_ahead: per worker, bytes fetched ahead of the consumer (the memory bound). Default:
+            ``AHEAD_BUDGET`` (256 MiB) shared by the DataLoader's workers, between 16 and 64 MiB each
+            (more workers each need less ahead, and every byte ahead is memory a fresh worker must
+            fault in).
         missing: ``"error"`` (default) for a missing shard, or ``"skip"`` it (see ``skipped_shards``).
         build_index, write_index, index_cache_dir: see :mod:`s3stream.shard_index`.
     """
@@ -69,7 +73,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         interleave: int = 4,
         chunk_bytes: int = 4 * MiB,
         shuffle_chunks: int = 64,
-        max_bytes_ahead: int = 64 * MiB,
+        max_bytes_ahead: Optional[int] = None,
         piece_size: int = 8 * MiB,
         missing: str = "error",
         build_index: bool = True,
@@ -81,7 +85,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if remainder not in ("drop", "pad"):
             raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
         for name, value in (("batch_size", 1 if batch_size is None else batch_size), ("interleave", interleave),
-                            ("shuffle_chunks", shuffle_chunks), ("max_bytes_ahead", max_bytes_ahead),
+                            ("shuffle_chunks", shuffle_chunks),
+                            ("max_bytes_ahead", AHEAD_BUDGET if max_bytes_ahead is None else max_bytes_ahead),
                             ("piece_size", piece_size)):
             if not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
@@ -205,7 +210,10 @@ class ShardDataset(torch.utils.data.IterableDataset):
         worker, num_workers = worker_and_count()
         shards = self._native_shards()
         plan = self.plan(epoch)
-        reader = _core.ShardReader(shards, plan, worker, num_workers, start, self.max_bytes_ahead, self.piece_size)
+        ahead = self.max_bytes_ahead
+        if ahead is None:
+            ahead = min(64 * MiB, max(16 * MiB, AHEAD_BUDGET // num_workers))
+        reader = _core.ShardReader(shards, plan, worker, num_workers, start, ahead, self.piece_size)
         self._iteration_start, self._yielded = start, 0
         transform = self.transform
         while True:
