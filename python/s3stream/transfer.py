@@ -1,26 +1,27 @@
-"""Moving batches of Buffers from DataLoader workers to the training loop with one copy.
+"""Moving batches of Buffers from DataLoader workers to the training loop without copying them.
 
 Pickling a Buffer copies its bytes several times on the way through multiprocessing's pipe (out of
-the Buffer, into the pickle, through the kernel, out again, into a new Buffer). For the raw bytes of
-a batch that is most of a worker's CPU. Instead, ``s3stream.DataLoader`` has each worker copy the
-batch's Buffers once into a block of shared memory; there the Buffers come back as zero-copy views
-of that block.
+the Buffer, into the pickle, through the kernel, out again, into a new Buffer); for the raw bytes of
+a batch that is most of a worker's CPU. With ``s3stream.DataLoader`` and ``num_workers > 0``:
 
-The blocks are reused. A fresh block of shared memory costs a page fault and a zeroed page every
-4 KiB, on both sides, which measured as much CPU as the copy and the socket reads together. So each
-worker keeps a few blocks (memfds, ``POOL_BLOCKS`` at most), sends each one's file descriptor to the
-main process once, and afterwards only its name and the batch's spans. The main process maps a
-block once and keeps the mapping. When the last view of a batch is gone, the main process writes the
-batch's generation into the block's header, and the worker may fill the block again. A worker
-whose blocks are all still held (the loop keeps old batches) sends the batch in a one-off block.
-Memory: per worker, at most ``POOL_BLOCKS`` blocks, each about the size of the largest batch so far.
+* Each worker allocates its large Buffers (downloaded objects, shard ranges) in a shared arena
+  (``_core._enable_shared_arena``: a sparse memfd whose blocks the native block cache recycles),
+  which the main process maps once. A Buffer there travels as its offset: the loop reads the very
+  bytes the network wrote.
+* Other Buffers (small ones) are copied into one of the worker's pooled blocks (memfds, at most
+  ``POOL_BLOCKS``), back to back. The blocks are reused: a fresh block of shared memory costs a page
+  fault and a zeroed page every 4 KiB on both sides, which measured as much CPU as the copy and the
+  socket reads together.
+* A file descriptor crosses once, with the first batch that uses it; afterwards a batch carries only
+  names, offsets and lengths.
+* Release: the loop's views of a batch hold a lease. When the last one goes, the main process
+  writes the batch's generation into its block's header; before packing its next batch the worker
+  sees it, drops its references to the batch's arena Buffers and may refill the block.
+* A worker whose pooled blocks are all held (the loop keeps old batches) sends the batch in a
+  one-off shared-memory block with every byte copied, so keeping batches never stalls a worker.
 
-Most bytes are not even copied once. A worker started by ``s3stream.DataLoader`` allocates its large
-Buffers (downloaded objects, shard ranges) in a shared arena (``_core._enable_shared_arena``: a
-memfd, sparse, whose blocks the native block cache recycles), which the main process also maps
-once. A Buffer that lives there travels as its offset; the worker keeps it alive until the batch's
-pooled block is released, which then also releases the batch's arena bytes. Only Buffers outside
-the arena (small ones, or batches sent in one-off blocks) are copied.
+Memory per worker: at most ``POOL_BLOCKS`` pooled blocks, each about the largest batch's copied
+bytes, and the arena blocks of the batches the loop holds.
 """
 
 from __future__ import annotations
@@ -55,6 +56,17 @@ class _Hole:
 
 
 HOLE = _Hole()
+
+
+class _TensorHole:
+    """Marks where a tensor was (its bytes travel in the block, see PackedBatch.tensors)."""
+
+    def __reduce__(self) -> str:
+        return "TENSOR_HOLE"
+
+
+TENSOR_HOLE = _TensorHole()
+_TENSOR_ALIGN = 64  # tensors in a block start at multiples of this: any dtype's alignment
 
 
 class _PooledBlock:
@@ -252,22 +264,24 @@ class _ArenaRef:
 
 
 class PackedBatch:
-    """A batch whose Buffers travel by reference, in traversal order.
+    """A batch whose Buffers and tensors travel by reference, in traversal order.
 
     ``block`` is a shared tensor (a one-off block) or, once unpickled from a pooled block, the main
     process's mapping of it, whose bytes start at ``_HEADER`` and which carries ``generation``.
     With ``arena`` (the worker's arena), ``spans[i] >= 0`` is where Buffer ``i`` is in it; the
-    Buffers with ``-1`` were copied into the block, back to back."""
+    Buffers with ``-1`` were copied into the block, back to back, from its start. ``tensors`` lists
+    ``(dtype, shape, offset, nbytes)`` of the tensors copied into the block after them."""
 
-    __slots__ = ("tree", "block", "lengths", "generation", "arena", "spans")
+    __slots__ = ("tree", "block", "lengths", "generation", "arena", "spans", "tensors", "size")
 
     def __init__(self, tree: Any, block: Any, lengths: array.array, generation: int = 0, arena: Any = None,
-                 spans: Optional[array.array] = None) -> None:
+                 spans: Optional[array.array] = None, tensors: Tuple[Any, ...] = (), size: int = 0) -> None:
         self.tree, self.block, self.lengths, self.generation = tree, block, lengths, generation
-        self.arena, self.spans = arena, spans
+        self.arena, self.spans, self.tensors, self.size = arena, spans, tensors, size
 
     def __reduce__(self) -> Any:
-        return (PackedBatch, (self.tree, self.block, self.lengths, self.generation, self.arena, self.spans))
+        return (PackedBatch, (self.tree, self.block, self.lengths, self.generation, self.arena, self.spans,
+                              self.tensors, self.size))
 
 
 def _map(x: Any, fn: Callable[[Any], Any]) -> Any:
@@ -297,46 +311,74 @@ def _shared_block(size: int) -> torch.Tensor:
         return torch.empty(size, dtype=torch.uint8).share_memory_()
 
 
+def _travels_in_block(x: Any) -> bool:
+    """A tensor torch would otherwise move into a fresh shared-memory file of its own (one file,
+    one descriptor passed over a socket, one mapping per tensor per batch): a plain CPU tensor."""
+    return (type(x) is torch.Tensor and x.device.type == "cpu" and x.layout == torch.strided
+            and not x.requires_grad and not x.is_quantized and not x.is_nested and not x.is_shared())
+
+
 def pack(batch: Any, pooled: bool = True) -> Any:
-    """Moves the batch's Buffers into one block (pooled: a reusable one of this process's pool,
-    for a batch that is about to be sent to the main process exactly once), or, for those in this
-    process's arena, refers to them where they are."""
+    """Moves the batch's Buffers and CPU tensors into one block (pooled: a reusable one of this
+    process's pool, for a batch that is about to be sent to the main process exactly once), or, for
+    Buffers in this process's arena, refers to them where they are."""
     buffers: List[Buffer] = []
+    tensors: List[torch.Tensor] = []
 
     def hole(x: Any) -> Any:
         if isinstance(x, Buffer):
             buffers.append(x)
             return HOLE
+        if _travels_in_block(x):
+            tensors.append(x.resolve_conj().resolve_neg().contiguous())
+            return TENSOR_HOLE
         return x
 
     tree = _map(batch, hole)
-    if not buffers:
+    if not buffers and not tensors:
         return batch
     lengths = array.array("Q", (len(b) for b in buffers))
     arena = _worker_arena() if pooled else None
-    spans = array.array("q", (b._arena_offset() for b in buffers)) if arena is not None else None
+    spans = array.array("q", (b._arena_offset() for b in buffers)) if arena is not None and buffers else None
     if spans is not None and max(spans) < 0:
         spans = None
     copied = [i for i in range(len(buffers)) if spans is None or spans[i] < 0]
+    size = sum(lengths[i] for i in copied)
+    tensor_meta = []
+    for t in tensors:
+        size = -(-size // _TENSOR_ALIGN) * _TENSOR_ALIGN
+        nbytes = t.numel() * t.element_size()
+        tensor_meta.append((t.dtype, tuple(t.shape), size, nbytes))
+        size += nbytes
     pool = _worker_pool() if pooled else None
-    block = pool.acquire(sum(lengths[i] for i in copied)) if pool is not None else None
+    block = pool.acquire(size) if pool is not None else None
     if block is not None:
-        view, offset = memoryview(block.mm), _HEADER
+        view, base = memoryview(block.mm), _HEADER
         ref: Any = _BlockRef(block, pool.retired)
         pool.retired = []
         if spans is not None:
             block.held = [buffers[i] for i in range(len(buffers)) if spans[i] >= 0]
     else:  # every pooled block is still held by the loop: a one-off block, with every byte in it
         spans, copied = None, range(len(buffers))
-        shared = _shared_block(sum(lengths))
-        view, offset, ref = memoryview(shared.numpy()), 0, shared
+        size = sum(lengths)
+        for k, t in enumerate(tensors):
+            size = -(-size // _TENSOR_ALIGN) * _TENSOR_ALIGN
+            tensor_meta[k] = tensor_meta[k][:2] + (size,) + tensor_meta[k][3:]
+            size += tensor_meta[k][3]
+        shared = _shared_block(size)
+        view, base, ref = memoryview(shared.numpy()), 0, shared
+    offset = base
     for i in copied:
         n = lengths[i]
         view[offset : offset + n] = memoryview(buffers[i])
         offset += n
+    for t, (_, _, at, nbytes) in zip(tensors, tensor_meta):
+        if nbytes:
+            dest = torch.frombuffer(view, dtype=torch.uint8, count=nbytes, offset=base + at)
+            dest.copy_(t.reshape(-1).view(torch.uint8))
     del view
     return PackedBatch(tree, ref, lengths, block.generation if block is not None else 0,
-                       _ArenaRef(arena) if spans is not None else None, spans)
+                       _ArenaRef(arena) if spans is not None else None, spans, tuple(tensor_meta), size)
 
 
 def _release(tokens: List[int], header: memoryview, generation: int) -> None:
@@ -354,8 +396,7 @@ def unpack(obj: Any) -> Any:
         # goes the worker may reuse the block and the arena bytes. (A _BlockRef: the batch was
         # packed in this process and never pickled.)
         whole = obj.block.view if isinstance(obj.block, _Mapping) else memoryview(obj.block.block.mm)
-        copied = sum(n for i, n in enumerate(obj.lengths) if obj.spans is None or obj.spans[i] < 0)
-        owner: Any = whole[_HEADER : _HEADER + copied]
+        owner: Any = whole[_HEADER : _HEADER + obj.size]
         tokens = [1]
         weakref.finalize(owner, _release, tokens, whole[:_HEADER], obj.generation)
         if obj.arena is not None:
@@ -364,8 +405,9 @@ def unpack(obj: Any) -> Any:
             tokens.append(1)
             weakref.finalize(arena_owner, _release, tokens, whole[:_HEADER], obj.generation)
     else:
-        owner = obj.block.numpy()
+        owner = memoryview(obj.block.numpy())
     spans = obj.spans
+    tensors = iter(obj.tensors)
     index = 0
     offset = 0
 
@@ -380,6 +422,12 @@ def unpack(obj: Any) -> Any:
             view = Buffer.view(owner, offset, n)
             offset += n
             return view
+        if x is TENSOR_HOLE:
+            dtype, shape, at, nbytes = next(tensors)
+            if not nbytes:
+                return torch.empty(shape, dtype=dtype)
+            # A view of the block (the tensor keeps `owner`, and so the lease, alive).
+            return torch.frombuffer(owner, dtype=torch.uint8, count=nbytes, offset=at).view(dtype).view(shape)
         return x
 
     return _map(obj.tree, fill)

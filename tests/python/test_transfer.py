@@ -36,8 +36,40 @@ def test_pack_round_trip_keeps_structure_and_bytes():
     assert all(isinstance(b, s3stream.Buffer) for b in out["x"])
 
 
-def test_batches_without_buffers_pass_unchanged():
-    batch = {"t": torch.ones(2)}
+def test_cpu_tensors_travel_in_the_block_as_views():
+    t = {
+        "f": torch.randn(3, 4),
+        "i": torch.arange(10, dtype=torch.int64)[::2],  # not contiguous
+        "b": torch.tensor([True, False, True]),
+        "h": torch.randn(5).to(torch.bfloat16),
+        "c": torch.randn(2, dtype=torch.complex64).conj(),  # a conjugate view
+        "s": torch.tensor(7),  # 0-dim
+        "e": torch.empty(0, 3),
+    }
+    packed = pack({**t, "buf": s3stream.Buffer(b"xyz")})
+    assert packed.tensors and all(isinstance(v, type(transfer.TENSOR_HOLE)) for k, v in packed.tree.items() if k != "buf")
+    out = unpack(ForkingPickler.loads(ForkingPickler.dumps(packed)))
+    for k, v in t.items():
+        assert out[k].dtype == v.dtype and out[k].shape == v.shape and torch.equal(out[k], v.resolve_conj()), k
+    assert bytes(out["buf"]) == b"xyz"
+
+
+def test_tensors_torch_must_handle_stay_in_the_tree():
+    grad = torch.ones(2, requires_grad=True)
+    shared = torch.ones(3).share_memory_()
+    packed = pack([grad, shared, s3stream.Buffer(b"a")])
+    assert packed.tree[0] is grad and packed.tree[1] is shared and not packed.tensors
+
+
+def test_a_tensor_holds_its_block_like_a_buffer():
+    first = unpack(ForkingPickler.loads(ForkingPickler.dumps(pack([torch.full((1000,), 1.0)]))))[0]
+    second = unpack(ForkingPickler.loads(ForkingPickler.dumps(pack([torch.full((1000,), 2.0)]))))[0]
+    assert first.data_ptr() != second.data_ptr()  # the first block is still held by `first`
+    assert torch.all(first == 1.0) and torch.all(second == 2.0)
+
+
+def test_batches_with_nothing_to_move_pass_unchanged():
+    batch = {"t": torch.ones(2, requires_grad=True), "n": 3, "s": "x"}
     assert pack(batch) is batch and unpack(batch) is batch
 
 
