@@ -41,6 +41,9 @@ struct ByteRange {
 
 struct GetOptions {
   std::optional<ByteRange> range;
+  // "Up to": a range end past the object's end is cut to it instead of failing (as S3 itself
+  // does), for a caller that does not know the size yet. A start past the end still fails.
+  bool clamp_end = false;
   // When set (quoted or not), the GET fails with kPreconditionFailed if the object's ETag differs.
   std::string if_match;
 };
@@ -111,6 +114,13 @@ class ObjectStore {
 Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, const GetOptions& options = {});
 Future<Result<Buffer>> GetInto(ObjectStore& store, const std::string& key, const GetOptions& options,
                                Buffer into);
+
+// Like GetBuffer, but an object (or range) larger than `part_size` arrives as parallel ranged GETs
+// into one Buffer: the first GET asks for up to `part_size` bytes and learns the size from its
+// response; the other parts are requested at once, pinned to its ETag (a replaced object fails
+// with kPreconditionFailed), each writing its own slice. Small objects cost one GET, as before.
+Future<Result<Buffer>> GetBufferInParts(std::shared_ptr<ObjectStore> store, const std::string& key,
+                                        const GetOptions& options, uint64_t part_size);
 
 // Follows continuation tokens; `on_page` sees each page as it arrives and may stop with a non-OK
 // status. Blocks: never call it from a driver's thread (a future's callback).

@@ -126,7 +126,9 @@ class Client:
 
     # -- object operations -------------------------------------------------------------------------
     def get(self, uri: str, start: Optional[int] = None, end: Optional[int] = None) -> Buffer:
-        """The object's bytes, or bytes ``[start, end)``, as a zero-copy :class:`Buffer`."""
+        """The object's bytes, or bytes ``[start, end)``, as a zero-copy :class:`Buffer`. More than
+        8 MiB arrive as parallel ranged GETs of 8 MiB, pinned to the first response's ETag (an
+        object replaced meanwhile raises ObjectChangedError)."""
         return self._native_client().get(uri, start, end)
 
     def get_many(self, uris: Sequence[str]) -> list:

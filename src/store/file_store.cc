@@ -495,6 +495,7 @@ class FileStore final : public ObjectStore {
     if (options.range) {
       start = options.range->start;
       end = options.range->end.value_or(size);
+      if (options.clamp_end) end = std::min(end, std::max(start, size));
       if (start > end || start > size || end > size) {
         return OutOfRange(object + ": byte range " + RangeText(*options.range) + " is outside the object, which is " +
                           std::to_string(size) + " bytes; a range must satisfy start <= end <= size");

@@ -73,6 +73,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
     std::string etag = etag_header ? StripQuotes(*etag_header) : "";
 
     if (!started_) {
+      if (end_ && *end_ > total && options_.clamp_end) end_ = std::max(start_, total);
       if (end_ && *end_ > total) {
         return Fail(OutOfRange("byte range " + RangeText(start_, end_) + " is outside " + object_ + " (" +
                                std::to_string(total) + " bytes)"), false);
@@ -143,6 +144,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
       if (!head.ok()) return self->Finish(head.status());
       uint64_t size = head->size;
       uint64_t end = self->end_.value_or(size);
+      if (self->options_.clamp_end) end = std::min(end, std::max(self->start_, size));
       if (self->start_ > size || end > size) {
         return self->Finish(OutOfRange("byte range " + RangeText(self->start_, self->end_) + " is outside " +
                                        self->object_ + " (" + std::to_string(size) + " bytes)"));

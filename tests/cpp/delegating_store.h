@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -23,6 +24,7 @@ class DelegatingStore : public ObjectStore {
   std::atomic<int> aborts{0};
   std::atomic<int> fail_upload_part{0};  // part number to fail, 0 for none
   std::atomic<int> get_delay_ms{0};      // a time to first byte for every GET
+  std::function<void(int nth_get)> before_get;  // set before use; runs first in every Get (1-based)
 
   ~DelegatingStore() override {
     std::lock_guard<std::mutex> lock(threads_mu_);
@@ -31,7 +33,8 @@ class DelegatingStore : public ObjectStore {
 
   std::string Describe(const std::string& key) const override { return inner_->Describe(key); }
   Future<Status> Get(const std::string& key, const GetOptions& options, std::shared_ptr<BodySink> sink) override {
-    ++gets;
+    const int nth = ++gets;
+    if (before_get) before_get(nth);
     int now = ++inflight;
     int seen = max_inflight.load();
     while (now > seen && !max_inflight.compare_exchange_weak(seen, now)) {

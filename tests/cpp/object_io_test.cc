@@ -45,6 +45,25 @@ class ObjectIoTest : public ::testing::Test {
   std::shared_ptr<DelegatingStore> store_;
 };
 
+TEST_F(ObjectIoTest, GetInPartsFetchesThePartsAtOnce) {
+  const std::string data = WriteFile("obj", 700'001);
+  store_->get_delay_ms = 50;
+  Result<Buffer> got = GetBufferInParts(store_, "obj", {}, 100'000).Take();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->view(), data);
+  EXPECT_EQ(store_->gets.load(), 8);  // the first part, then 7 more
+  EXPECT_GE(store_->max_inflight.load(), 7);  // all requested as soon as the size was known
+}
+
+TEST_F(ObjectIoTest, GetInPartsFailsWhenTheObjectIsReplacedBetweenParts) {
+  WriteFile("obj", 500'000);
+  store_->before_get = [this](int nth) {
+    if (nth == 2) WriteFile("obj", 500'001);  // after the first part pinned the ETag
+  };
+  Result<Buffer> got = GetBufferInParts(store_, "obj", {}, 100'000).Take();
+  EXPECT_EQ(got.status().code(), StatusCode::kPreconditionFailed) << got.status().ToString();
+}
+
 TEST_F(ObjectIoTest, SequentialReadAcrossChunks) {
   const std::string data = WriteFile("obj", 10'500);
   ReaderOptions options;

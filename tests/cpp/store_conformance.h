@@ -305,6 +305,80 @@ TEST_P(StoreConformanceTest, RangedGetsAtBoundaries) {
       << status.ToString();
 }
 
+TEST_P(StoreConformanceTest, ClampedRangeEndsAtTheObject) {
+  const std::string key = "clamp/object.bin";
+  const std::string data = Bytes(1000, 3);
+  ASSERT_TRUE(Put(key, data).ok());
+  ASSERT_TRUE(Put("clamp/empty.bin", "").ok());
+  struct Case {
+    std::string key;
+    ByteRange range;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {key, {4, 100000}, data.substr(4)},        // past the end: cut to it
+      {key, {0, 1000}, data},                    // exactly to the end
+      {key, {10, 20}, data.substr(10, 10)},      // inside: unchanged
+      {key, {1000, 5000}, ""},                   // from the end: empty
+      {"clamp/empty.bin", {0, 1 << 20}, ""},     // an empty object
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + " from " + std::to_string(c.range.start));
+    GetOptions options;
+    options.range = c.range;
+    options.clamp_end = true;
+    auto sink = std::make_shared<conformance::RecordingSink>();
+    Status status = GetWith(c.key, options, sink);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    EXPECT_EQ(sink->start.content_length, c.expected.size());
+    EXPECT_TRUE(SameBytes(sink->body, c.expected));
+  }
+  GetOptions past;
+  past.range = ByteRange{1001, 2000};
+  past.clamp_end = true;
+  EXPECT_TRUE(HasCode(GetWith(key, past, std::make_shared<conformance::RecordingSink>()), StatusCode::kOutOfRange));
+}
+
+TEST_P(StoreConformanceTest, GetInPartsAssemblesTheObject) {
+  const std::string key = "parts/object.bin";
+  const std::string data = Bytes(3 * conformance::kMiB + 17, 4);
+  const uint64_t n = data.size();
+  ASSERT_TRUE(Put(key, data).ok());
+  ASSERT_TRUE(Put("parts/empty.bin", "").ok());
+  const uint64_t part = conformance::kMiB / 2;  // 7 parts, a ragged last one
+  struct Case {
+    std::string key;
+    std::optional<ByteRange> range;
+    uint64_t begin, end;
+  };
+  const std::vector<Case> cases = {
+      {key, std::nullopt, 0, n},
+      {key, ByteRange{part - 1, std::nullopt}, part - 1, n},
+      {key, ByteRange{5, n - 5}, 5, n - 5},
+      {key, ByteRange{n - 10, n}, n - 10, n},
+      {key, ByteRange{7, 9}, 7, 9},
+      {key, ByteRange{n, std::nullopt}, n, n},
+      {"parts/empty.bin", std::nullopt, 0, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + " [" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")");
+    GetOptions options;
+    options.range = c.range;
+    Result<Buffer> got = conformance::Await(GetBufferInParts(store_, c.key, options, part), "GetBufferInParts");
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(SameBytes(std::string(got->view()), std::string_view(data).substr(c.begin, c.end - c.begin)));
+  }
+  for (const ByteRange& range : {ByteRange{0, n + 1}, ByteRange{n + 1, std::nullopt}}) {
+    GetOptions options;
+    options.range = range;
+    Result<Buffer> got = conformance::Await(GetBufferInParts(store_, key, options, part), "GetBufferInParts");
+    EXPECT_TRUE(HasCode(got.status(), StatusCode::kOutOfRange)) << got.status().ToString();
+    EXPECT_NE(got.status().message().find(key), std::string::npos) << got.status().message();
+  }
+  Result<Buffer> missing = conformance::Await(GetBufferInParts(store_, "parts/missing", {}, part), "GetBufferInParts");
+  EXPECT_TRUE(HasCode(missing.status(), StatusCode::kNotFound));
+}
+
 TEST_P(StoreConformanceTest, HeadReportsSizeAndEtagAndEtagChangesOnOverwrite) {
   const std::string key = "head/object.bin";
   const std::string v1 = Bytes(1000, 3);

@@ -24,6 +24,7 @@ from helpers import (
     random_bytes,
     s3_uri,
 )
+from proxies import RecordingProxy
 
 
 def _timestamp(value) -> float:
@@ -311,6 +312,22 @@ def test_large_ranges_cross_chunk_boundaries(client, boto3_client, bucket):
             start,
             end,
         )
+
+
+def test_large_get_is_parallel_ranged_gets_pinned_to_the_first_etag(s3_endpoint, boto3_client, bucket):
+    data = random_bytes(20 * MiB + 17, seed=10)
+    boto3_client.put_object(Bucket=bucket, Key="parts", Body=data)
+    etag = boto3_client.head_object(Bucket=bucket, Key="parts")["ETag"].strip('"')
+    with RecordingProxy(s3_endpoint) as proxy:
+        got = s3stream.Client(endpoint_url=proxy.url).get(s3_uri(bucket, "parts"))
+        gets = [r for r in proxy.requests if r.method == "GET"]
+    assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    ranges = sorted(r.header("Range") for r in gets)
+    assert ranges == sorted([f"bytes=0-{8 * MiB - 1}", f"bytes={8 * MiB}-{16 * MiB - 1}",
+                             f"bytes={16 * MiB}-{len(data) - 1}"])
+    first = next(r for r in gets if r.header("Range").startswith("bytes=0-"))
+    assert first.header("If-Match") is None
+    assert all(r.header("If-Match").strip('"') == etag for r in gets if r is not first)
 
 
 # --- a 100 MB object ------------------------------------------------------------------------------------
