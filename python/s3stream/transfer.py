@@ -116,7 +116,10 @@ class _WorkerPool:
                 self.retired.append(small.name)
                 small.close()
             capacity = -(-(size + size // 4) // _GRAIN) * _GRAIN
-            block = _PooledBlock(f"{self.prefix}-{self.created}", capacity)
+            try:
+                block = _PooledBlock(f"{self.prefix}-{self.created}", capacity)
+            except (AttributeError, OSError):  # no memfd here (not Linux) or out of memory
+                return None
             self.created += 1
             self.blocks.append(block)
         else:
