@@ -171,3 +171,20 @@ def test_worker_buffers_arrive_in_place_from_the_workers_arena(tmp_path):
                 seen.append(sample_id(b))
         assert sorted(seen) == list(range(200))
         assert in_arena >= 150  # not copied: views of the memory the worker downloaded into
+
+
+def _arena_high_water(batch):
+    from s3stream import _core
+
+    return batch, _core._shared_arena_used()
+
+
+def test_a_workers_arena_stays_bounded_over_many_batches(tmp_path):
+    ds = shard_dataset(tmp_path, 3000, 100_000)  # 300 MB through one worker
+    loader = s3stream.DataLoader(ds, batch_size=16, num_workers=1, collate_fn=_arena_high_water)
+    used = [u for _, u in loader]
+    assert len(used) == 188 and used[-1] > 0
+    # Blocks are recycled: the arena's high-water mark is the read-ahead budget (64 MiB for one
+    # worker) plus the batches held, rounded up to power-of-two blocks; not the bytes read.
+    bound = 2 * (64 << 20) + 2 * transfer.POOL_BLOCKS * 16 * 100_000
+    assert max(used) <= bound < 300_000_000, [u >> 20 for u in used[::10]]
