@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -102,3 +104,21 @@ def empty_bucket(boto3_client, bucket: str) -> None:
         boto3_client.delete_objects(
             Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
         )
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_growth_over_epochs(run_epoch, epochs: int = 10) -> int:
+    """Runs ``run_epoch(epoch)`` for each epoch and returns how much RSS grew after the second
+    (the first two warm up caches and allocator pools)."""
+    after_two = 0
+    for epoch in range(epochs):
+        run_epoch(epoch)
+        if epoch == 1:
+            gc.collect()
+            after_two = rss_bytes()
+    gc.collect()
+    return rss_bytes() - after_two

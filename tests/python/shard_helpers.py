@@ -151,6 +151,3 @@ def collate_list(batch):
     return list(batch)
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

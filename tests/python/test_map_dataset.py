@@ -5,7 +5,6 @@ errors bad input must produce. Everything runs against the moto server of confte
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import subprocess
@@ -23,7 +22,7 @@ import s3stream
 from s3stream import loader as loader_module
 from s3stream import map_dataset as map_dataset_module
 from s3stream import sampler as sampler_module
-from helpers import put_many, s3_uri
+from helpers import put_many, rss_growth_over_epochs, s3_uri
 from proxies import RecordingProxy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,11 +92,6 @@ class DelayProxy(RecordingProxy):
         finally:
             with self._lock:
                 self.inflight -= 1
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 @pytest.fixture
@@ -556,16 +550,11 @@ def test_memory_stays_flat_across_ten_epochs(boto3_client, bucket, client):
     ds = s3stream.MapDataset.from_prefix(s3_uri(bucket, "mem/"), client=client,
                                          transform=lambda s: torch.frombuffer(s.data, dtype=torch.uint8))
     loader = s3stream.DataLoader(ds, batch_size=32, sampler=s3stream.EpochSampler(ds), num_workers=0)
-    for epoch in range(10):
-        total = 0
-        for batch in loader:
-            total += int(batch.shape[0])
-        assert total == n
-        if epoch == 1:
-            gc.collect()
-            after_two = rss_bytes()
-    gc.collect()
-    growth = rss_bytes() - after_two
+
+    def run_epoch(epoch):
+        assert sum(int(batch.shape[0]) for batch in loader) == n
+
+    growth = rss_growth_over_epochs(run_epoch)
     assert growth < 20 * (1 << 20), f"RSS grew by {growth / (1 << 20):.1f} MB over epochs 3-10"
 
 

@@ -13,7 +13,6 @@ Shards are made with Python's tarfile (or GNU tar) with content derived from eac
 
 from __future__ import annotations
 
-import gc
 import gzip
 import io
 import itertools
@@ -34,7 +33,7 @@ import torch
 from torch.utils.data import DataLoader as TorchDataLoader
 
 import s3stream
-from helpers import boto3_etag, boto3_get, make_boto3_client, s3_uri
+from helpers import boto3_etag, boto3_get, make_boto3_client, rss_growth_over_epochs, s3_uri
 from proxies import RecordingProxy
 from shard_helpers import (
     HERE,
@@ -47,7 +46,6 @@ from shard_helpers import (
     fields_of,
     make_shards,
     payload,
-    rss_bytes,
     sample_offsets,
     samples_tar,
     tar_bytes,
@@ -729,17 +727,15 @@ def test_memory_flat_across_ten_epochs(boto3_client, bucket, client):
         uris.append(s3_uri(bucket, f"mem/{s}.tar"))
     ds = dataset(uris, client, batch_size=16, transform=lambda s: torch.frombuffer(s["bin"], dtype=torch.uint8))
     loader = s3stream.DataLoader(ds, batch_size=16, num_workers=0, collate_fn=collate_list)
-    for epoch in range(10):
+
+    def run_epoch(epoch):
         seen = 0
         for batch in loader:
             seen += len(batch)
             assert all(t.numel() == sample_size for t in batch)
         assert seen == shards * per_shard and ds.epoch == epoch
-        if epoch == 1:
-            gc.collect()
-            after_two = rss_bytes()
-    gc.collect()
-    growth = rss_bytes() - after_two
+
+    growth = rss_growth_over_epochs(run_epoch)
     assert growth < 20 * (1 << 20), f"RSS grew by {growth / (1 << 20):.1f} MB over epochs 3-10"
 
 

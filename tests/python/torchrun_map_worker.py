@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import json
-import os
 import sys
 
-import torch
 import torch.distributed as dist
+from torchrun_common import counts_on_all_ranks, write_result_and_leave
 
 
 def key_of(sample) -> str:
@@ -62,16 +60,9 @@ def main() -> int:
             sampler.set_epoch(epoch)
             keys = [k for batch in loader for k in batch]
             per_epoch[str(epoch)] = keys
-            # Every rank must see the same number of samples, or DDP would hang: check over gloo.
-            counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-            dist.all_gather(counts, torch.tensor([len(keys)], dtype=torch.int64))
-            result["counts_all_ranks"].setdefault(remainder, []).append([int(c.item()) for c in counts])
+            result["counts_all_ranks"].setdefault(remainder, []).append(counts_on_all_ranks(len(keys), world))
         result[remainder] = per_epoch
-    with open(os.path.join(args.out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump(result, f)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return write_result_and_leave(args.out_dir, rank, result)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ import json
 import os
 import sys
 
-import torch
 import torch.distributed as dist
+from torchrun_common import counts_on_all_ranks, write_result_and_leave
 
 
 def main() -> int:
@@ -43,20 +43,13 @@ def main() -> int:
                                      multiprocessing_context="fork")
         batches = [batch for batch in loader]
         keys = [k for b in batches for k in b]
-        # Every rank must see the same number of samples, or DDP would hang: check over gloo.
-        counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-        dist.all_gather(counts, torch.tensor([len(keys)], dtype=torch.int64))
         result["scenarios"][sc["name"]] = {
             "keys": keys,
             "batches": [len(b) for b in batches],
             "len": len(ds),
-            "counts_all_ranks": [int(c.item()) for c in counts],
+            "counts_all_ranks": counts_on_all_ranks(len(keys), world),
         }
-    with open(os.path.join(args.out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump(result, f)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    return write_result_and_leave(args.out_dir, rank, result)
 
 
 if __name__ == "__main__":
