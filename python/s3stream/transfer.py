@@ -42,7 +42,7 @@ from ._core import Buffer
 
 POOL_BLOCKS = 6  # per worker: the batches queued ahead (prefetch_factor), the one in use, spares
 _HEADER = 64  # [0:8) generation written by the worker, [8:16) generation released by the loop
-_RELEASED = struct.Struct("<Q")
+_U64 = struct.Struct("<Q")  # the header's words
 _GRAIN = 1 << 20  # block capacities are whole MiB, with a quarter of headroom for larger batches
 # Address space for a worker's shared arena; memory is used only for the blocks in use at once.
 ARENA_BYTES = int(os.environ.get("S3STREAM_WORKER_ARENA_BYTES", str(4 << 30)))
@@ -82,7 +82,7 @@ class _PooledBlock:
         self.mm = mmap.mmap(self.fd, _HEADER + capacity)
 
     def free(self) -> bool:
-        return _RELEASED.unpack_from(self.mm, 8)[0] == self.generation
+        return _U64.unpack_from(self.mm, 8)[0] == self.generation
 
     def close(self) -> None:
         try:
@@ -101,6 +101,7 @@ class _WorkerPool:
         self.blocks: List[_PooledBlock] = []
         self.created = 0
         self.retired: List[str] = []  # blocks closed here, for the main process to unmap
+        self.arena: Optional[_Arena] = None  # set by worker_started
 
     def acquire(self, size: int) -> Optional[_PooledBlock]:
         free = [b for b in self.blocks if b.free()]
@@ -125,7 +126,7 @@ class _WorkerPool:
         else:
             return None
         block.generation += 1
-        struct.pack_into("<Q", block.mm, 0, block.generation)
+        _U64.pack_into(block.mm, 0, block.generation)
         return block
 
 
@@ -149,33 +150,23 @@ class _Arena:
         self.local: Optional[_Mapping] = None  # a mapping here, for batches unpacked where packed
 
 
-_arena: Optional[_Arena] = None
-_arena_pid = 0
-
-
 def worker_started() -> None:
     """Called first in each DataLoader worker: from now on its large Buffers live in memory the
-    main process can map (without it, batches are copied into pooled blocks, as before)."""
-    global _arena, _arena_pid
-    if _arena_pid == os.getpid():
+    main process can map (without it, batches are copied into pooled blocks)."""
+    pool = _worker_pool()
+    if pool.arena is not None:
         return
-    _arena_pid = os.getpid()
     try:
         fd = _core._enable_shared_arena(ARENA_BYTES)
-    except OSError:
-        _arena = None  # e.g. no memfd here: the copying path still works
+    except OSError:  # e.g. no memfd here: the copying path still works
         return
-    _arena = _Arena(f"{_worker_pool().prefix}-arena", fd, ARENA_BYTES)
-
-
-def _worker_arena() -> Optional[_Arena]:
-    return _arena if _arena is not None and _arena_pid == os.getpid() else None
+    pool.arena = _Arena(f"{pool.prefix}-arena", fd, ARENA_BYTES)
 
 
 class _Mapping:
     """The main process's mapping of one worker block."""
 
-    __slots__ = ("mm", "view", "__weakref__")
+    __slots__ = ("mm", "view")
 
     def __init__(self, fd: int, size: int) -> None:
         try:
@@ -228,6 +219,15 @@ def _forget_dead_workers(new_name: str) -> None:
             del _mappings[name]
 
 
+def _first_trip_fd(shared: Any) -> Optional[Any]:
+    """A pooled block's or arena's descriptor, with the first reference to it only: afterwards the
+    main process has it mapped. (Pickled in order by the worker's queue, so it arrives first.)"""
+    if shared.announced:
+        return None
+    shared.announced = True
+    return DupFd(shared.fd)
+
+
 class _BlockRef:
     """How a pooled block travels: its name, plus its file descriptor the first time."""
 
@@ -238,10 +238,7 @@ class _BlockRef:
 
     def __reduce__(self) -> Any:
         b = self.block
-        fd = None
-        if not b.announced:
-            fd, b.announced = DupFd(b.fd), True
-        return (_attach, (b.name, _HEADER + b.capacity, fd, tuple(self.retired)))
+        return (_attach, (b.name, _HEADER + b.capacity, _first_trip_fd(b), tuple(self.retired)))
 
 
 class _ArenaRef:
@@ -253,11 +250,7 @@ class _ArenaRef:
         self.arena = arena
 
     def __reduce__(self) -> Any:
-        a = self.arena
-        fd = None
-        if not a.announced:
-            fd, a.announced = DupFd(a.fd), True
-        return (_attach, (a.name, a.size, fd, ()))
+        return (_attach, (self.arena.name, self.arena.size, _first_trip_fd(self.arena), ()))
 
     def mapping(self) -> _Mapping:
         """For a batch unpacked in the process that packed it (tests): the arena mapped here too."""
@@ -321,6 +314,18 @@ def _travels_in_block(x: Any) -> bool:
             and not x.requires_grad and not x.is_quantized and not x.is_nested and not x.is_shared())
 
 
+def _layout(copied_bytes: int, tensors: List[torch.Tensor]) -> Tuple[List[Any], int]:
+    """Where the tensors go in a block after ``copied_bytes`` of Buffers: their
+    ``(dtype, shape, offset, nbytes)`` and the block's size."""
+    meta, size = [], copied_bytes
+    for t in tensors:
+        size = -(-size // _TENSOR_ALIGN) * _TENSOR_ALIGN
+        nbytes = t.numel() * t.element_size()
+        meta.append((t.dtype, tuple(t.shape), size, nbytes))
+        size += nbytes
+    return meta, size
+
+
 def pack(batch: Any, pooled: bool = True) -> Any:
     """Moves the batch's Buffers and CPU tensors into one block (pooled: a reusable one of this
     process's pool, for a batch that is about to be sent to the main process exactly once), or, for
@@ -341,19 +346,13 @@ def pack(batch: Any, pooled: bool = True) -> Any:
     if not buffers and not tensors:
         return batch
     lengths = array.array("Q", (len(b) for b in buffers))
-    arena = _worker_arena() if pooled else None
+    pool = _worker_pool() if pooled else None
+    arena = pool.arena if pool is not None else None
     spans = array.array("q", (b._arena_offset() for b in buffers)) if arena is not None and buffers else None
     if spans is not None and max(spans) < 0:
         spans = None
     copied = [i for i in range(len(buffers)) if spans is None or spans[i] < 0]
-    size = sum(lengths[i] for i in copied)
-    tensor_meta = []
-    for t in tensors:
-        size = -(-size // _TENSOR_ALIGN) * _TENSOR_ALIGN
-        nbytes = t.numel() * t.element_size()
-        tensor_meta.append((t.dtype, tuple(t.shape), size, nbytes))
-        size += nbytes
-    pool = _worker_pool() if pooled else None
+    tensor_meta, size = _layout(sum(lengths[i] for i in copied), tensors)
     block = pool.acquire(size) if pool is not None else None
     if block is not None:
         view, base = memoryview(block.mm), _HEADER
@@ -363,11 +362,7 @@ def pack(batch: Any, pooled: bool = True) -> Any:
             block.held = [buffers[i] for i in range(len(buffers)) if spans[i] >= 0]
     else:  # every pooled block is still held by the loop: a one-off block, with every byte in it
         spans, copied = None, range(len(buffers))
-        size = sum(lengths)
-        for k, t in enumerate(tensors):
-            size = -(-size // _TENSOR_ALIGN) * _TENSOR_ALIGN
-            tensor_meta[k] = tensor_meta[k][:2] + (size,) + tensor_meta[k][3:]
-            size += tensor_meta[k][3]
+        tensor_meta, size = _layout(sum(lengths), tensors)
         shared = _shared_block(size)
         view, base, ref = memoryview(shared.numpy()), 0, shared
     offset = base
@@ -387,7 +382,7 @@ def pack(batch: Any, pooled: bool = True) -> Any:
 def _release(tokens: List[int], header: memoryview, generation: int) -> None:
     tokens.pop()  # atomic under the GIL: finalizers of one batch may run on different threads
     if not tokens:
-        _RELEASED.pack_into(header, 8, generation)
+        _U64.pack_into(header, 8, generation)
 
 
 def unpack(obj: Any) -> Any:
