@@ -144,18 +144,12 @@ def generate_dataset(root: Path, images: int, classes: int, size: int, shard_byt
 def write_shard_indexes(root: Path, client: Any, shard_uris: Sequence[str]) -> None:
     """Indexes the shards through the server (one streaming pass each, all at once) and writes the
     sidecars beside them in the served directory (the stand-in serves the directory read-only)."""
-    import array
     import concurrent.futures
 
-    from . import _core
     from .shard_index import ShardIndex, sidecar_uri
 
-    def build(uri: str) -> ShardIndex:
-        d = _core.build_shard_index(client._native_client(), uri)
-        return ShardIndex(uri, d["size"], d["etag"], d["gzip"], array.array("Q", d["offsets"]))
-
     with concurrent.futures.ThreadPoolExecutor(min(16, len(shard_uris))) as pool:
-        for index in pool.map(build, shard_uris):
+        for index in pool.map(lambda uri: ShardIndex.build(client, uri), shard_uris):
             key = sidecar_uri(index.uri)[len(f"s3://{BUCKET}/"):]
             (root / BUCKET / key).write_bytes(index.to_json())
 

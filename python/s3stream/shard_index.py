@@ -56,6 +56,12 @@ class ShardIndex:
         ).encode()
 
     @staticmethod
+    def build(client: Client, uri: str) -> "ShardIndex":
+        """Indexes the shard: one streaming pass through it (native; the GIL is released)."""
+        d = _core.build_shard_index(client._native_client(), uri)
+        return ShardIndex(uri, d["size"], d["etag"], d["gzip"], array.array("Q", d["offsets"]))
+
+    @staticmethod
     def from_json(uri: str, data: bytes) -> "ShardIndex":
         d = json.loads(bytes(data))
         if d.get("format") != FORMAT or d.get("version") != VERSION:
@@ -144,8 +150,7 @@ def load_indexes(
         return None
 
     def build_one(uri: str) -> tuple[ShardIndex, Optional[str]]:
-        d = _core.build_shard_index(client._native_client(), uri)
-        index = ShardIndex(uri, d["size"], d["etag"], d["gzip"], array.array("Q", d["offsets"]))
+        index = ShardIndex.build(client, uri)
         return index, (_store(index, client, directory) if write else None)
 
     with cf.ThreadPoolExecutor(parallelism) as pool:

@@ -221,17 +221,15 @@ class Dataset:
     def ensure_indexes(self, endpoint: str, shard_mb: int) -> int:
         """Writes s3stream index sidecars beside the shards where missing or stale; returns how many."""
         from ..client import Client
-        from ..shard_index import ShardIndex, sidecar_uri
-        from .. import _core
+        from ..shard_index import ShardIndex, SIDECAR_SUFFIX
         from .server import nginx_etag
-        import array
 
         d = self.part_dir(f"shards/{shard_mb}MB")
         client = Client(endpoint_url=endpoint, access_key_id="bench", secret_access_key="bench", region="us-east-1")
         built = 0
         for name in self.shard_names(shard_mb):
             path = os.path.join(d, name)
-            side = path + ".idx.json"
+            side = path + SIDECAR_SUFFIX
             st = os.stat(path)
             try:
                 with open(side, "rb") as f:
@@ -241,13 +239,11 @@ class Dataset:
             except (OSError, ValueError):
                 pass
             uri = f"s3://{BUCKET}/shards/{shard_mb}MB/{name}"
-            info = _core.build_shard_index(client._native_client(), uri)
-            index = ShardIndex(uri, info["size"], info["etag"], info["gzip"], array.array("Q", info["offsets"]))
+            index = ShardIndex.build(client, uri)
             tmp = side + ".tmp"
             with open(tmp, "wb") as f:
                 f.write(index.to_json())
             os.replace(tmp, side)
-            assert sidecar_uri(uri).endswith(".idx.json")
             built += 1
         return built
 
