@@ -4,10 +4,11 @@
 // ahead of the consumer in flight up to a byte budget, parses them with the tar parser (zero-copy
 // slices of the fetched buffers), and checks every sample against the index.
 //
-// Read-ahead is sized by measurement: the window of bytes in flight starts small (a few pieces)
-// and doubles each time the consumer finds the data it needs still on the wire, until requests
-// cover the store's time to first byte at the rate the consumer reads (the bandwidth-delay
-// product) or max_bytes_ahead is reached. A slow consumer never grows it.
+// Read-ahead is sized by measurement: the window of bytes in flight starts small (two pieces) and
+// doubles each time the consumer finds the data it needs still on the wire (its first batch
+// included), until requests cover the store's time to first byte at the rate the consumer reads
+// (the bandwidth-delay product) or max_bytes_ahead is reached. A consumer slower than the network
+// leaves it at twice its start.
 // Memory: fetched-but-undelivered bytes stay under max_bytes_ahead (one batch may exceed it alone).
 // Threading: one consumer thread calls Next(); the store's threads do the I/O.
 #pragma once

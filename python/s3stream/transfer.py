@@ -12,8 +12,8 @@ a batch that is most of a worker's CPU. With ``s3stream.DataLoader`` and ``num_w
   ``POOL_BLOCKS``), back to back. The blocks are reused: a fresh block of shared memory costs a page
   fault and a zeroed page every 4 KiB on both sides, which measured as much CPU as the copy and the
   socket reads together.
-* A file descriptor crosses once, with the first batch that uses it; afterwards a batch carries only
-  names, offsets and lengths.
+* A file descriptor crosses once, with the first batch that uses it (the main process opens it as
+  ``/proc/<worker>/fd/<n>``); afterwards a batch carries only names, offsets and lengths.
 * Release: the loop's views of a batch hold a lease. When the last one goes, the main process
   writes the batch's generation into its block's header; before packing its next batch the worker
   sees it, drops its references to the batch's arena Buffers and may refill the block.
@@ -180,15 +180,15 @@ _mappings: Dict[str, _Mapping] = {}
 _mappings_lock = threading.Lock()  # batches are unpickled on DataLoader's pin-memory thread too
 
 
-def _attach(name: str, size: int, fd: Optional[Any], retired: Tuple[str, ...]) -> _Mapping:
-    """Unpickles a reference to a worker's pooled block or arena in the main process (fd: the
-    DupFd of its first trip; size: the bytes to map)."""
+def _attach(name: str, size: int, fd: Optional["_WorkerFd"], retired: Tuple[str, ...]) -> _Mapping:
+    """Unpickles a reference to a worker's pooled block or arena in the main process (fd: its
+    descriptor, on its first trip only; size: the bytes to map)."""
     with _mappings_lock:
         for old in retired:
             _mappings.pop(old, None)  # unmapped once the last view of it is gone
         if fd is not None:
             _forget_dead_workers(name)
-            _mappings[name] = _Mapping(fd.detach(), size)
+            _mappings[name] = _Mapping(fd.open(), size)
         try:
             return _mappings[name]
         except KeyError:
@@ -219,13 +219,50 @@ def _forget_dead_workers(new_name: str) -> None:
             del _mappings[name]
 
 
-def _first_trip_fd(shared: Any) -> Optional[Any]:
+class _WorkerFd:
+    """A worker's memfd on its way to the main process, which opens it as /proc/<pid>/fd/<n>: a
+    plain open, checked against the file's identity. multiprocessing's DupFd, the fallback where
+    /proc does not allow it, is a socket round trip to a thread of the busy worker: ~2 ms of the
+    loop's time for each of the ~30 descriptors a fresh set of 8 workers sends per epoch. (The
+    fallback's duplicate stays open in the worker until it exits: the arena and live blocks are
+    open anyway, and the blocks retired for larger ones are few.)"""
+
+    __slots__ = ("pid", "fd", "ident", "dup")
+
+    def __init__(self, fd: int) -> None:
+        st = os.fstat(fd)
+        self.pid, self.fd, self.ident = os.getpid(), fd, (st.st_dev, st.st_ino)
+        self.dup = DupFd(fd)
+
+    def __reduce__(self) -> Any:
+        return (_WorkerFd._received, (self.pid, self.fd, self.ident, self.dup))
+
+    @staticmethod
+    def _received(pid: int, fd: int, ident: Tuple[int, int], dup: Any) -> "_WorkerFd":
+        out = _WorkerFd.__new__(_WorkerFd)
+        out.pid, out.fd, out.ident, out.dup = pid, fd, ident, dup
+        return out
+
+    def open(self) -> int:
+        """A descriptor of the worker's memfd, owned by the caller."""
+        try:
+            fd = os.open(f"/proc/{self.pid}/fd/{self.fd}", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return self.dup.detach()
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == tuple(self.ident):
+            return fd
+        os.close(fd)  # not the file the worker sent (it exited and its pid was reused)
+        return self.dup.detach()
+
+
+def _first_trip_fd(shared: Any) -> Optional[_WorkerFd]:
     """A pooled block's or arena's descriptor, with the first reference to it only: afterwards the
     main process has it mapped. (Pickled in order by the worker's queue, so it arrives first.)"""
     if shared.announced:
         return None
     shared.announced = True
-    return DupFd(shared.fd)
+    return _WorkerFd(shared.fd)
 
 
 class _BlockRef:

@@ -106,13 +106,14 @@ void ShardSampleReader::Request(Batch& batch) {
 }
 
 Status ShardSampleReader::Parse(Batch& batch) {
-  // The consumer caught up with the network (not counting the very first batch, which always
-  // waits): the window does not cover the time to first byte at this rate; double it.
+  // The consumer caught up with the network: the window does not cover the time to first byte at
+  // this rate; double it. The very first batch counts too: it always waits, and waiting for the
+  // second one as well costs a whole request's latency before the pipeline is full.
   bool waiting = false;
   for (Run& run : batch.runs) {
     for (auto& piece : run.pieces) waiting |= !piece.ready();
   }
-  if (waiting && delivered_batches_ > 0) {
+  if (waiting) {
     ++stats_.stalls;
     stats_.window_bytes = std::min<uint64_t>(options_.max_bytes_ahead, stats_.window_bytes * 2);
   }

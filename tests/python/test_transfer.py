@@ -188,3 +188,61 @@ def test_a_workers_arena_stays_bounded_over_many_batches(tmp_path):
     # worker) plus the batches held, rounded up to power-of-two blocks; not the bytes read.
     bound = 2 * (64 << 20) + 2 * transfer.POOL_BLOCKS * 16 * 100_000
     assert max(used) <= bound < 300_000_000, [u >> 20 for u in used[::10]]
+
+
+def _memfd_with(data: bytes) -> int:
+    import os
+
+    fd = os.memfd_create("s3stream-test", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    return fd
+
+
+def _read_all(fd: int) -> bytes:
+    import os
+
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, 1 << 16)
+
+
+def test_a_worker_fd_is_opened_through_proc_without_a_socket_round_trip(monkeypatch):
+    import os
+
+    fd = _memfd_with(b"arena bytes")
+    sent = pickle.loads(ForkingPickler.dumps(transfer._WorkerFd(fd)))
+    monkeypatch.setattr(type(sent.dup), "detach", lambda self: pytest.fail("took the DupFd fallback"))
+    got = sent.open()
+    try:
+        assert got != fd and os.fstat(got).st_ino == os.fstat(fd).st_ino
+        assert _read_all(got) == b"arena bytes"
+    finally:
+        os.close(got)
+        os.close(fd)
+
+
+def test_a_worker_fd_that_proc_names_wrongly_comes_through_dupfd():
+    import os
+
+    fd = _memfd_with(b"the real file")
+    sent = pickle.loads(ForkingPickler.dumps(transfer._WorkerFd(fd)))
+    sent.ident = (sent.ident[0], sent.ident[1] + 1)  # as if the worker's pid were reused by another process
+    got = sent.open()
+    try:
+        assert os.fstat(got).st_ino == os.fstat(fd).st_ino
+        assert _read_all(got) == b"the real file"
+    finally:
+        os.close(got)
+        os.close(fd)
+
+
+def test_worker_blocks_reach_the_loop_without_dupfd_round_trips(tmp_path, monkeypatch):
+    from multiprocessing import resource_sharer
+
+    detached = []
+    original = resource_sharer.DupFd.detach
+    monkeypatch.setattr(resource_sharer.DupFd, "detach", lambda self: detached.append(1) or original(self))
+    ds = shard_dataset(tmp_path, 200, 100_000)
+    seen = [sample_id(b) for batch in s3stream.DataLoader(ds, batch_size=8, num_workers=2) for b in batch["bin"]]
+    assert sorted(seen) == list(range(200))
+    assert any(name.endswith("-arena") for name in transfer._mappings)  # blocks and arenas were mapped
+    assert detached == []
