@@ -79,6 +79,44 @@ def test_server_serves_the_directory_with_ttfb_lists_it_and_proxies_writes_to_mo
         assert bytes(client.get("s3://data/d/1.bin")) == blobs["d/1.bin"]
 
 
+@needs_nginx
+@pytest.mark.timeout_s(60)
+def test_server_counts_the_object_reads_in_flight_and_their_peak(tmp_path):
+    import threading
+    import urllib.error
+    import urllib.request
+
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "obj").write_bytes(os.urandom(100_000))
+    server = LocalS3(str(tmp_path), ttfb_s=0.3, moto=False)
+
+    def get(path: str) -> None:
+        try:
+            urllib.request.urlopen(endpoint + path, timeout=10).read()
+        except urllib.error.HTTPError:
+            pass  # the missing key: proxied to moto, which is not running here
+
+    def now_in_flight() -> int:
+        with urllib.request.urlopen(endpoint + "/__s3stream_bench/inflight", timeout=10) as r:
+            return json.loads(r.read())["inflight"]
+
+    with server as endpoint:
+        assert server.inflight_peak() == 0
+        threads = [threading.Thread(target=get, args=("/b/obj",)) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert server.inflight_peak(reset=False) == 5  # all five waited out the TTFB together
+        assert server.inflight_peak() == 5  # ... and reading with reset starts a new count
+        assert server.inflight_peak() == 0
+        for _ in range(3):
+            get("/b/obj")
+        get("/b/missing")
+        assert server.inflight_peak() == 1  # one after the other
+        assert now_in_flight() == 0  # every request, the proxied one too, was counted out
+
+
 # --- sample checks ----------------------------------------------------------------------------------------
 
 
@@ -138,9 +176,17 @@ def test_quick_bench_of_s3stream_and_boto3_produces_table_json_and_plot(tmp_path
             check = run["check"]
             assert check["ok"] and check["complete"], run
             assert check["samples"] == 300
-            assert run["samples_per_s"] > 0 and run["cpu_s_per_gb"] > 0 and run["peak_pss_mb"] > 0
+            assert run["samples_per_s"] > 0 and run["cpu_s_per_gb"] >= 0 and run["peak_pss_mb"] > 0
+            assert run["peak_requests"] >= 1  # the server counted the library's GETs in flight
+    # CPU time comes in clock ticks: a window of a few ms (s3stream on 5 MB) may see none.
+    assert any(run["cpu_s_per_gb"] > 0 for c in cells for run in c["runs"])
     if shutil.which("wrk"):
         assert all(c["status"] == "ok" and c["samples_per_s"] > 0 for c in results["ceilings"])
+        # The ceiling runs as many connections as s3stream kept GETs in flight (one run each here).
+        ours = {(c["panel"], c["workers"]): c["runs"][0]["peak_requests"] for c in cells if c["library"] == "s3stream"}
+        for c in results["ceilings"]:
+            assert c["connections"] == ours[(c["panel"], c["workers"])]
+            assert c["connections_from"] == "s3stream's peak in flight"
 
     table = (out / "table.md").read_text()
     assert "| s3stream | 0 |" in table and "| boto3 | 2 |" in table and "ceiling" in table

@@ -3,13 +3,12 @@
 No data loader can deliver more than the server gives a C client that does nothing with the bytes,
 so the ceiling says how much of what is achievable a library reaches. wrk keeps ``connections``
 requests in flight for ``seconds`` and reports requests/s and bytes/s (wrk shares the CPU with the
-server, as the loaders do).
+server, as the loaders do). The harness passes as many connections as s3stream had GETs in flight
+at its peak in the same run (counted by the server: LocalS3.inflight_peak).
 
-* random: whole-object GETs of the dataset's objects in a shuffled order, 64 connections per
-  DataLoader worker (s3stream fetches a batch of 64 objects at once in each worker);
+* random: whole-object GETs of the dataset's objects in a shuffled order;
 * shards: ranged GETs of 64 consecutive samples (one batch; the ranges s3stream's shard reader
-  requests when it does not shuffle) across the shards in order, 8 connections per worker
-  (s3stream's reader keeps up to 64 MiB, ~8-10 such ranges, in flight per worker).
+  requests when it does not shuffle) across the shards in order.
 """
 
 from __future__ import annotations

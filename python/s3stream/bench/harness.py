@@ -29,7 +29,7 @@ from .metrics import MemorySampler, median, summarize
 from .runners import LIBRARIES, REQUIRES
 
 SUMMARY_KEYS = ["samples_per_s", "mb_per_s", "cpu_s_per_gb", "first_batch_s", "epoch_samples_per_s",
-                "peak_rss_mb", "peak_pss_mb", "window_s"]
+                "peak_rss_mb", "peak_pss_mb", "window_s", "peak_requests"]
 # Which library runs in which scenario.
 SCENARIO_LIBRARIES = {
     "random": ["s3stream", "s3torchconnector", "boto3"],
@@ -189,6 +189,7 @@ class Harness:
         self.data = Dataset(self.spec, args.cache_dir, log=self.log)
         self.skip_reason: Dict[str, Optional[str]] = {}
         self.package_dir: Optional[str] = None  # where runs import s3stream from (a snapshot)
+        self.server: Any = None  # the LocalS3 the runs read from (set in _run)
 
     # -- the plan ------------------------------------------------------------------------------------
     def libraries_for(self, scenario: str) -> List[str]:
@@ -259,6 +260,7 @@ class Harness:
                 json.dump(cfg, f)
             out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
             load_before = _loadavg()
+            self.server.inflight_peak(reset=True)
             limit = self.args.run_timeout or (4 * (self.args.max_seconds or 300) + 180)
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
                 proc = subprocess.Popen([sys.executable, "-m", "s3stream.bench.run_one", "--json", "@" + cfg_path],
@@ -290,14 +292,17 @@ class Harness:
             result["peak_rss_mb"] = mem.peak_rss_mb
             result["peak_pss_mb"] = mem.peak_pss_mb
             result["peak_processes"] = mem.peak_processes
+            result["peak_requests"] = self.server.inflight_peak(reset=True)
             result["run"] = run
             return result
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
     # -- the ceiling -----------------------------------------------------------------------------------
-    def ceiling_once(self, endpoint: str, panel: Dict[str, Any]) -> Dict[str, Any]:
-        """One wrk measurement for the panel's scenario at its concurrency (see ceiling.py)."""
+    def ceiling_once(self, endpoint: str, panel: Dict[str, Any], measured: Optional[int]) -> Dict[str, Any]:
+        """One wrk measurement for the panel's scenario (see ceiling.py) with as many connections as
+        s3stream kept requests in flight in the same run (``measured``: the server's count), or, when
+        that was not measured, as many as its readers are sized for."""
         w = max(1, panel["workers"])
         if panel["scenario"] == "random":
             targets = ceiling_mod.object_targets([object_key(i) for i in range(self.spec.objects)], BUCKET)
@@ -315,9 +320,12 @@ class Harness:
             targets = ceiling_mod.shard_targets(keys, offsets, BUCKET, self.args.batch_size)
             conns = 8 * w
             samples_per_request = self.spec.objects / len(targets)
+        if measured:
+            conns = measured
         r = ceiling_mod.run_wrk(endpoint, targets, conns, self.args.ceiling_seconds)
         if r.get("requests_per_s"):
             r["samples_per_s"] = r["requests_per_s"] * samples_per_request
+        r["connections_from"] = "s3stream's peak in flight" if measured else "default"
         return r
 
     @staticmethod
@@ -332,7 +340,8 @@ class Harness:
                    samples_per_s=median([r["samples_per_s"] for r in ok]),
                    requests_per_s=median([r["requests_per_s"] for r in ok]),
                    mb_per_s=median([r["mb_per_s"] for r in ok]),
-                   connections=ok[0]["connections"], command=ok[0]["command"])
+                   connections=int(round(median([r["connections"] for r in ok]))),
+                   connections_from=ok[0].get("connections_from", "default"), command=ok[0]["command"])
         return out
 
     # -- the whole bench -----------------------------------------------------------------------------
@@ -367,7 +376,8 @@ class Harness:
             "ceilings": [],
         }
         rate = int(args.mbps * 1e6)
-        with LocalS3(self.data.root, ttfb_s=args.ttfb_ms / 1000, rate=rate, workers=args.nginx_workers) as endpoint:
+        self.server = LocalS3(self.data.root, ttfb_s=args.ttfb_ms / 1000, rate=rate, workers=args.nginx_workers)
+        with self.server as endpoint:
             self.log(f"server {endpoint}: TTFB {args.ttfb_ms:g} ms, {args.mbps:g} MB/s per connection, dataset {self.data.dir}")
             if "shards" in args.scenarios:
                 for s in args.shard_sizes:
@@ -414,9 +424,6 @@ class Harness:
             for panel in self.panels():
                 ceiling_samples: List[Dict[str, Any]] = []
                 for run in range(args.runs):
-                    if not args.no_ceiling:
-                        bar.set_postfix_str(f"{panel['panel']}, {panel['workers']} workers, ceiling (wrk), run {run + 1}")
-                        ceiling_samples.append(self.ceiling_once(endpoint, panel))
                     for lib in self.libraries_for(panel["scenario"]):
                         cell = cells[(panel["panel"], panel["workers"], lib)]
                         bar.set_postfix_str(f"{panel['panel']}, {panel['workers']} workers, {lib}, run {run + 1}")
@@ -432,6 +439,11 @@ class Harness:
                                       f"{r.get('status')}: {str(r.get('reason') or r.get('check', {}).get('errors'))[:300]}")
                         bar.update(1)
                         self._save_partial(cells, ceilings)
+                    if not args.no_ceiling:
+                        bar.set_postfix_str(f"{panel['panel']}, {panel['workers']} workers, ceiling (wrk), run {run + 1}")
+                        mine = cells.get((panel["panel"], panel["workers"], "s3stream"), {}).get("runs", [])
+                        measured = mine[-1].get("peak_requests") if mine and mine[-1].get("status") == "ok" else None
+                        ceiling_samples.append(self.ceiling_once(endpoint, panel, measured))
                 if ceiling_samples:
                     ceilings.append(self.summarize_ceiling(panel, ceiling_samples))
         finally:

@@ -46,8 +46,8 @@ def table(results: Dict[str, Any]) -> str:
                      f"{cfg['mbps']:g} MB/s per connection, median of {cfg['runs']} runs")
         lines.append("")
         lines.append("| library | workers | samples/s | MB/s | CPU s/GB | peak PSS MB | peak RSS MB | first batch s | "
-                     "epoch samples/s | check | note |")
-        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+                     "epoch samples/s | GETs in flight | check | note |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
         order = sorted(cells, key=lambda c: (c["workers"], _lib_rank(c["library"])))
         last_workers = None
         for c in order:
@@ -58,7 +58,7 @@ def table(results: Dict[str, Any]) -> str:
             last_workers = c["workers"]
             m = c.get("median") or {}
             if c["status"] in ("skipped", "failed"):
-                lines.append(f"| {c['library']} | {c['workers']} | {c['status']} | | | | | | | | {_clean(c.get('reason'))} |")
+                lines.append(f"| {c['library']} | {c['workers']} | {c['status']} | | | | | | | | | {_clean(c.get('reason'))} |")
                 continue
             check = "ok" if c["status"] == "ok" else c["status"]
             if c["status"] == "ok" and not c.get("complete", True):
@@ -66,7 +66,8 @@ def table(results: Dict[str, Any]) -> str:
             lines.append(
                 f"| {c['library']} | {c['workers']} | {_fmt(m.get('samples_per_s'))} | {_fmt(m.get('mb_per_s'))} | "
                 f"{_fmt(m.get('cpu_s_per_gb'), 2)} | {_fmt(m.get('peak_pss_mb'))} | {_fmt(m.get('peak_rss_mb'))} | "
-                f"{_fmt(m.get('first_batch_s'), 2)} | {_fmt(m.get('epoch_samples_per_s'))} | {check} | {c.get('note', '')} |")
+                f"{_fmt(m.get('first_batch_s'), 2)} | {_fmt(m.get('epoch_samples_per_s'))} | {_fmt(m.get('peak_requests'))} | "
+                f"{check} | {c.get('note', '')} |")
         if last_workers is not None and (panel, last_workers) in ceilings:
             lines.append(_ceiling_row(ceilings[(panel, last_workers)]))
     ratios = ratio_lines(results)
@@ -80,9 +81,10 @@ def table(results: Dict[str, Any]) -> str:
 
 def _ceiling_row(c: Dict[str, Any]) -> str:
     if c.get("status") not in ("ok", "errors"):
-        return f"| ceiling (wrk) | {c['workers']} | {c.get('status')} | | | | | | | | {_clean(c.get('reason'), 80)} |"
-    return (f"| *ceiling (wrk)* | {c['workers']} | *{_fmt(c.get('samples_per_s'))}* | *{_fmt(c.get('mb_per_s'))}* | | | | | | | "
-            f"{c['connections']} connections |")
+        return f"| ceiling (wrk) | {c['workers']} | {c.get('status')} | | | | | | | | | {_clean(c.get('reason'), 80)} |"
+    source = " (s3stream's peak)" if c.get("connections_from", "").startswith("s3stream") else ""
+    return (f"| *ceiling (wrk)* | {c['workers']} | *{_fmt(c.get('samples_per_s'))}* | *{_fmt(c.get('mb_per_s'))}* | | | | | | "
+            f"*{c['connections']}* | | {c['connections']} connections{source} |")
 
 
 def _lib_rank(lib: str) -> int:

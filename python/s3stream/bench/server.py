@@ -14,7 +14,9 @@ loader is built for. This server puts the latency back, in the server (no root, 
 * everything else (PUT, multipart uploads, DELETE, bucket operations, and GETs of keys that are not
   in the directory) is proxied to a moto server started alongside, so a client that writes (an
   index sidecar, a checkpoint) gets real S3 answers. Objects written that way live in moto, are
-  readable back through this endpoint, but are not listed with the directory's objects.
+  readable back through this endpoint, but are not listed with the directory's objects;
+* the object reads in flight are counted, with their peak (:meth:`LocalS3.inflight_peak`): the
+  concurrency a client really used, for a ceiling at the same concurrency.
 
 Authentication is not checked: nginx ignores ``Authorization``, moto runs without auth, so any
 client configured with this endpoint and any credentials can read. ``ttfb_s=0`` and ``rate=0``
@@ -30,6 +32,7 @@ TTFB and for LIST; without it, ``ttfb_s=0`` still works and LIST goes to moto).
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import socket
@@ -101,6 +104,7 @@ http {{
 # unknown buckets go to moto; LIST of a served bucket to the Lua lister; object reads are delayed
 # by the TTFB and served from the directory (try_files), or by moto when the file does not exist.
 _LUA_ROUTE = r"""
+      set $s3s_counted "";
       access_by_lua_block {
         local method = ngx.req.get_method()
         if method ~= "GET" and method ~= "HEAD" then return ngx.exec("@moto") end
@@ -120,6 +124,10 @@ _LUA_ROUTE = r"""
             if args:find(sub, 1, true) then return ngx.exec("@moto") end
           end
         end
+        local stats = ngx.shared.s3s_stats
+        local n = stats:incr("inflight", 1, 0)
+        if n > (stats:get("peak") or 0) then stats:set("peak", n) end
+        ngx.var.s3s_counted = "1"
         if TTFB > 0 then ngx.sleep(TTFB) end
       }
 """
@@ -138,11 +146,25 @@ _LUA_HTTP = r"""
     TTFB = __TTFB__
     LISTING_DIR = "__LISTING_DIR__"
   }
+  # Object reads in flight (from the TTFB wait to the last byte handed to the kernel) and their
+  # peak: how many requests a client really keeps going, for a ceiling at the same concurrency.
+  lua_shared_dict s3s_stats 64k;
+  log_by_lua_block {
+    if ngx.var.s3s_counted == "1" then ngx.shared.s3s_stats:incr("inflight", -1, 0) end
+  }
 """
 
 # ListObjectsV2 / V1 over the listing files written by LocalS3.refresh_listing(): one file per
 # bucket, "key\tsize\tetag\tlast_modified" per line, sorted by key (bytes).
 _LIST_LOCATION = r"""
+    location = /__s3stream_bench/inflight {
+      content_by_lua_block {
+        local stats = ngx.shared.s3s_stats
+        local now = stats:get("inflight") or 0
+        ngx.print('{"inflight": ' .. now .. ', "peak": ' .. (stats:get("peak") or 0) .. '}')
+        if ngx.var.arg_reset then stats:set("peak", now) end
+      }
+    }
     location @list {
       content_by_lua_block {
         if TTFB > 0 then ngx.sleep(TTFB) end
@@ -353,6 +375,15 @@ class LocalS3:
         if self.buckets is not None:
             return list(self.buckets)
         return sorted(d for d in os.listdir(self.root) if os.path.isdir(os.path.join(self.root, d)))
+
+    def inflight_peak(self, reset: bool = True) -> Optional[int]:
+        """The most object reads (GET/HEAD of a served file) in flight at once since the last
+        reset, counted from the TTFB wait to the last byte sent; None without the Lua module."""
+        if not self.lua:
+            return None
+        url = f"{self.endpoint}/__s3stream_bench/inflight" + ("?reset=1" if reset else "")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return int(json.loads(r.read())["peak"])
 
     def refresh_listing(self) -> Dict[str, int]:
         """Takes the directory's listing again (after files were added); returns keys per bucket."""
