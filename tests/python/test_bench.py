@@ -105,9 +105,13 @@ def test_server_counts_the_object_reads_in_flight_and_their_peak(tmp_path):
         threads = [threading.Thread(target=get, args=("/b/obj",)) for _ in range(5)]
         for t in threads:
             t.start()
+        time.sleep(0.1)
+        assert now_in_flight() == 5  # all five are waiting out the TTFB
+        assert server.wait_idle(timeout_s=5)
+        assert now_in_flight() == 0
         for t in threads:
             t.join()
-        assert server.inflight_peak(reset=False) == 5  # all five waited out the TTFB together
+        assert server.inflight_peak(reset=False) == 5
         assert server.inflight_peak() == 5  # ... and reading with reset starts a new count
         assert server.inflight_peak() == 0
         for _ in range(3):

@@ -260,6 +260,7 @@ class Harness:
                 json.dump(cfg, f)
             out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
             load_before = _loadavg()
+            self.server.wait_idle()  # the previous run's (or wrk's) requests are not this one's
             self.server.inflight_peak(reset=True)
             limit = self.args.run_timeout or (4 * (self.args.max_seconds or 300) + 180)
             with open(out_path, "wb") as out, open(err_path, "wb") as err:

@@ -376,14 +376,26 @@ class LocalS3:
             return list(self.buckets)
         return sorted(d for d in os.listdir(self.root) if os.path.isdir(os.path.join(self.root, d)))
 
+    def _inflight(self, reset: bool) -> Dict[str, int]:
+        url = f"{self.endpoint}/__s3stream_bench/inflight" + ("?reset=1" if reset else "")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
     def inflight_peak(self, reset: bool = True) -> Optional[int]:
         """The most object reads (GET/HEAD of a served file) in flight at once since the last
         reset, counted from the TTFB wait to the last byte sent; None without the Lua module."""
-        if not self.lua:
-            return None
-        url = f"{self.endpoint}/__s3stream_bench/inflight" + ("?reset=1" if reset else "")
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return int(json.loads(r.read())["peak"])
+        return int(self._inflight(reset)["peak"]) if self.lua else None
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Waits until no object read is in flight (a client killed mid-transfer leaves its requests
+        counted until nginx notices the closed connection); False if some still are after
+        ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.lua and self._inflight(False)["inflight"] > 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def refresh_listing(self) -> Dict[str, int]:
         """Takes the directory's listing again (after files were added); returns keys per bucket."""
