@@ -234,15 +234,6 @@ class _WorkerFd:
         self.pid, self.fd, self.ident = os.getpid(), fd, (st.st_dev, st.st_ino)
         self.dup = DupFd(fd)
 
-    def __reduce__(self) -> Any:
-        return (_WorkerFd._received, (self.pid, self.fd, self.ident, self.dup))
-
-    @staticmethod
-    def _received(pid: int, fd: int, ident: Tuple[int, int], dup: Any) -> "_WorkerFd":
-        out = _WorkerFd.__new__(_WorkerFd)
-        out.pid, out.fd, out.ident, out.dup = pid, fd, ident, dup
-        return out
-
     def open(self) -> int:
         """A descriptor of the worker's memfd, owned by the caller."""
         try:
@@ -250,7 +241,7 @@ class _WorkerFd:
         except OSError:
             return self.dup.detach()
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) == tuple(self.ident):
+        if (st.st_dev, st.st_ino) == self.ident:
             return fd
         os.close(fd)  # not the file the worker sent (it exited and its pid was reused)
         return self.dup.detach()

@@ -293,7 +293,7 @@ class Harness:
             result["peak_rss_mb"] = mem.peak_rss_mb
             result["peak_pss_mb"] = mem.peak_pss_mb
             result["peak_processes"] = mem.peak_processes
-            result["peak_requests"] = self.server.inflight_peak(reset=True)
+            result["peak_requests"] = self.server.inflight_peak(reset=False)  # the next run resets
             result["run"] = run
             return result
         finally:
