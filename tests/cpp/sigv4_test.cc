@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 using std::chrono::system_clock;
 
 // ---------------------------------------------------------------------------------------------
-// The official AWS SigV4 suite (../shared/testdata/aws-sigv4-test-suite/v4/<case>/).
+// The official AWS SigV4 suite (tests/data/aws-sigv4-test-suite/v4/<case>/, Apache-2.0).
 
 fs::path SuiteDir() {
   const char* env = std::getenv("S3STREAM_TESTDATA_DIR");

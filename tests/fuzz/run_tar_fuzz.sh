@@ -7,7 +7,7 @@ set -euo pipefail
 seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$root/build/fuzz"
-testdata="${S3STREAM_TESTDATA_DIR:-$root/../shared/testdata}/webdataset"
+testdata="${S3STREAM_TESTDATA_DIR:-$root/tests/data}/webdataset"
 CXX="${CXX:-clang++}"
 command -v "$CXX" >/dev/null || { echo "run_tar_fuzz.sh needs clang: apt-get install -y clang libclang-rt-14-dev" >&2; exit 1; }
 

@@ -29,7 +29,7 @@ except AttributeError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TESTDATA = os.environ.get("S3STREAM_TESTDATA_DIR") or os.path.join(REPO, "..", "shared", "testdata")
+TESTDATA = os.environ.get("S3STREAM_TESTDATA_DIR") or os.path.join(REPO, "tests", "data")
 
 Fields = Dict[str, bytes]
 

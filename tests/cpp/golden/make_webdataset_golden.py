@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the golden sample listings that tests/cpp/webdataset_test.cc compares SampleGrouper with.
 
-For each WebDataset test shard in $S3STREAM_TESTDATA_DIR/webdataset (default ../shared/testdata/...)
+For each WebDataset test shard in $S3STREAM_TESTDATA_DIR/webdataset (default tests/data/webdataset)
 it runs the real webdataset package's own tar iteration (tar_file_expander + group_by_keys, no
 decoding) and writes <shard>.json: the samples in order, each with its key and, per field, the
 extension, byte length and SHA-256. One sample per line keeps diffs readable.
@@ -30,7 +30,7 @@ SHARDS = ["compressed.tar", "mpdata.tar", "sample.tgz", "tendata.tar", "testgz.t
 
 def testdata_dir() -> pathlib.Path:
     env = os.environ.get("S3STREAM_TESTDATA_DIR")
-    root = pathlib.Path(env) if env else HERE.parents[3] / "shared" / "testdata"
+    root = pathlib.Path(env) if env else HERE.parents[1] / "data"
     return root / "webdataset"
 
 
