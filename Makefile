@@ -32,15 +32,29 @@ py-test:
 clean:
 	rm -rf build
 
-# The demo: installs what it needs, builds and installs the package, then trains a small CNN for one
-# epoch from a local S3 stand-in (nginx), with s3stream and with plain boto3, and prints samples/s and
-# the share of step time spent waiting for data side by side. Options: make demo DEMO_ARGS="--images 8000".
+# The demo (examples/demo.py): installs what it needs, builds and installs the package, then trains a
+# small CNN for one epoch from a local S3 stand-in (nginx), with s3stream and with plain boto3, and
+# prints samples/s and the share of step time spent waiting for data side by side.
+# Options: make demo DEMO_ARGS="--images 8000" (python examples/demo.py --help).
 DEMO_ARGS ?=
 
 .PHONY: demo demo-deps
 
 demo: deps demo-deps install
-	$(PYTHON) -m s3stream.cli demo $(DEMO_ARGS)
+	$(PYTHON) examples/demo.py $(DEMO_ARGS)
 
 demo-deps:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r requirements-demo.txt
+
+# The peer comparison (bench/): s3stream, s3torchconnector, boto3, webdataset, mosaicml-streaming
+# and litdata against a local S3 stand-in with S3's latency; table, JSON and plot in bench/results/.
+# Options: make bench BENCH_ARGS="--quick" (python -m bench --help; bench/README.md).
+BENCH_ARGS ?=
+
+.PHONY: bench bench-deps
+
+bench: deps bench-deps install
+	$(PYTHON) -m bench $(BENCH_ARGS)
+
+bench-deps:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r bench/requirements.txt

@@ -1,9 +1,9 @@
 """Raw client throughput against a local server: many ~100 KB GETs and one large object.
 
-    python bench/client_throughput.py [--objects 4000] [--large-mb 1024] [--ttfb 0] [--rate 0]
+    python -m bench.client_throughput [--objects 4000] [--large-mb 1024] [--ttfb 0] [--rate 0]
 
 Compares s3stream with boto3 (64-connection pool, a thread per in-flight request) in one run on the
-same data and server (nginx, s3stream.bench.server). Prints objects/s, MB/s and CPU seconds per GB.
+same data and server (nginx, bench.server). Prints objects/s, MB/s and CPU seconds per GB.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from s3stream.bench.server import LocalS3
+from bench.server import LocalS3
 
 BUCKET = "bench"
 

@@ -2,13 +2,16 @@
 
 The server runs in its own process (not in the pytest process) so that the code under test talks to
 it over real sockets, exactly as it would talk to S3, and so that os.fork() in the tests never forks
-a server. The process watches its parent and exits if pytest dies, so a crashed or killed test run
+a server. The kernel ends it when pytest dies (PR_SET_PDEATHSIG), so a crashed or killed test run
 leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -17,7 +20,19 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from s3stream.bench.server import MOTO_LAUNCHER, free_port  # noqa: F401 (free_port is used by the tests)
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it goes away."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class MotoServer:
@@ -44,11 +59,12 @@ class MotoServer:
             env.update(self.extra_env)
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", str(self.port)],
+                    [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
                     env=env,
+                    preexec_fn=_die_with_parent,
                 )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:

@@ -1,5 +1,5 @@
-"""The benchmark harness (s3stream.bench) without the peers: its S3 stand-in (nginx + Lua + moto),
-its sample checks, and a --quick smoke run of `s3stream bench` for s3stream and boto3 on tiny data
+"""The peer-comparison harness (the repository's bench/, run by `make bench`) without the peers: its
+S3 stand-in (nginx + Lua + moto), its sample checks, and a --quick smoke run for s3stream and boto3 on tiny data
 that must produce the table, the JSON file and the plot with every sample verified.
 
 The full benchmark (peers, 10,000 objects, shards) is not part of the test suite: see
@@ -19,9 +19,13 @@ import time
 import pytest
 
 import s3stream
-from s3stream.bench import metrics, report
-from s3stream.bench.data import Spec, label
-from s3stream.bench.server import LocalS3, have_lua
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)  # the harness is the repository's bench/, not part of the package
+
+from bench import metrics, report  # noqa: E402
+from bench.data import Spec, label  # noqa: E402
+from bench.server import LocalS3, have_lua  # noqa: E402
 
 needs_nginx = pytest.mark.skipif(shutil.which("nginx") is None or not have_lua(),
                                  reason="needs nginx with libnginx-mod-http-lua")
@@ -161,8 +165,8 @@ def test_sizes_are_about_the_object_size_and_payloads_deterministic():
 def test_quick_bench_of_s3stream_and_boto3_produces_table_json_and_plot(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ)
-    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "s3stream.cli", "bench", "--quick", "--libraries", "s3stream,boto3",
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, REPO, env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "bench", "--quick", "--libraries", "s3stream,boto3",
            "--ttfb-ms", "5", "--objects", "300", "--cache-dir", str(tmp_path / "cache"), "--out", str(out),
            "--no-progress"]
     t0 = time.monotonic()

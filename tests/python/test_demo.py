@@ -1,4 +1,4 @@
-"""`s3stream demo` end to end at a tiny size: the nginx stand-in starts, the dataset is written as
+"""`make demo` (examples/demo.py) end to end at a tiny size: the nginx stand-in starts, the dataset is written as
 objects and shards, both libraries train one epoch, and the side-by-side summary comes out."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_demo_runs_end_to_end(tmp_path):
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(s3stream.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "s3stream.cli", "demo", "--images", "256", "--ttfb-ms", "5", "--workers", "1",
+    cmd = [sys.executable, os.path.join(REPO, "examples", "demo.py"), "--images", "256", "--ttfb-ms", "5", "--workers", "1",
            "--batch-size", "32", "--no-progress", "--out", str(out)]
     try:
         proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -79,7 +79,7 @@ def test_demo_cleans_up_its_temporary_directories():
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(s3stream.__file__)))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         env["TMPDIR"] = tmp
-        cmd = [sys.executable, "-m", "s3stream.cli", "demo", "--images", "40", "--classes", "4", "--ttfb-ms", "1",
+        cmd = [sys.executable, os.path.join(REPO, "examples", "demo.py"), "--images", "40", "--classes", "4", "--ttfb-ms", "1",
                "--workers", "0", "--batch-size", "16", "--no-progress"]
         proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]

@@ -220,8 +220,8 @@ class Dataset:
     # -- shard indexes (through the server: their ETags must be the server's) -------------------------
     def ensure_indexes(self, endpoint: str, shard_mb: int) -> int:
         """Writes s3stream index sidecars beside the shards where missing or stale; returns how many."""
-        from ..client import Client
-        from ..shard_index import ShardIndex, SIDECAR_SUFFIX
+        from s3stream import Client
+        from s3stream.shard_index import ShardIndex, SIDECAR_SUFFIX
         from .server import nginx_etag
 
         d = self.part_dir(f"shards/{shard_mb}MB")

@@ -11,4 +11,4 @@ class VisionDataset(torch.utils.data.Dataset):
 
 class CIFAR10(VisionDataset):
     def __init__(self, *args, **kwargs):
-        raise RuntimeError("torchvision is a stand-in in this process (s3stream bench): CIFAR10 is unavailable")
+        raise RuntimeError("torchvision is a stand-in in this process (make bench): CIFAR10 is unavailable")

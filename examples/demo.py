@@ -1,4 +1,4 @@
-"""``s3stream demo``: train a small CNN for one epoch from a local S3 stand-in, with s3stream and
+"""``make demo`` (``python examples/demo.py``): train a small CNN for one epoch from a local S3 stand-in, with s3stream and
 with plain boto3, and compare how long each kept the training loop waiting for data.
 
 Steps (each announced on one line):
@@ -39,6 +39,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+# The local S3 stand-in lives in the repository's bench/ (it is not part of the installed package).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 BUCKET = "demo"
 # The stand-in ignores signatures, but both clients sign every request as they would for real S3.
 _ACCESS_KEY_ID = "AKIDS3STREAMDEMO"
@@ -52,7 +55,7 @@ _MEAN, _STD = 0.5, 0.25  # pixel normalisation: (x / 255 - mean) / std
 
 def _make_server(root: Path, ttfb_s: float, rate: int) -> Any:
     """The nginx stand-in for ``root``, without its moto sidecar (the demo only reads)."""
-    from .bench.server import LocalS3
+    from bench.server import LocalS3
 
     return LocalS3(str(root), ttfb_s=ttfb_s, rate=rate, moto=False)
 
@@ -146,7 +149,7 @@ def write_shard_indexes(root: Path, client: Any, shard_uris: Sequence[str]) -> N
     sidecars beside them in the served directory (the stand-in serves the directory read-only)."""
     import concurrent.futures
 
-    from .shard_index import ShardIndex, sidecar_uri
+    from s3stream.shard_index import ShardIndex, sidecar_uri
 
     with concurrent.futures.ThreadPoolExecutor(min(16, len(shard_uris))) as pool:
         for index in pool.map(lambda uri: ShardIndex.build(client, uri), shard_uris):
@@ -389,11 +392,11 @@ def _check(args: argparse.Namespace) -> None:
     for name in ("images", "image_size", "classes", "workers", "batch_size"):
         minimum = 0 if name == "workers" else 1
         if getattr(args, name) < minimum:
-            raise SystemExit(f"s3stream demo: --{name.replace('_', '-')} must be at least {minimum}")
+            raise SystemExit(f"demo: --{name.replace('_', '-')} must be at least {minimum}")
     if args.classes > args.images:
-        raise SystemExit("s3stream demo: --classes must not exceed --images")
+        raise SystemExit("demo: --classes must not exceed --images")
     if args.ttfb_ms < 0 or args.mbps < 0 or args.shard_mb <= 0:
-        raise SystemExit("s3stream demo: --ttfb-ms and --mbps must be >= 0, --shard-mb > 0")
+        raise SystemExit("demo: --ttfb-ms and --mbps must be >= 0, --shard-mb > 0")
 
 
 def _check_served(endpoint: str, key: str, root: Path) -> None:
@@ -404,7 +407,7 @@ def _check_served(endpoint: str, key: str, root: Path) -> None:
     try:
         urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}/{key}", method="HEAD"), timeout=10)
     except urllib.error.HTTPError as e:
-        raise SystemExit(f"s3stream demo: the local S3 stand-in cannot read {root} (HTTP {e.code}): nginx's "
+        raise SystemExit(f"demo: the local S3 stand-in cannot read {root} (HTTP {e.code}): nginx's "
                          f"workers may run as another user (nobody); point TMPDIR at a directory everyone can "
                          f"read, e.g. TMPDIR=/tmp") from None
 
@@ -426,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
             warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
             return _run(args, stack)
     except KeyboardInterrupt:
-        print("\ns3stream demo: interrupted; server stopped, temporary files removed", file=sys.stderr)
+        print("\ndemo: interrupted; server stopped, temporary files removed", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -436,7 +439,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     import torch
     import torch.utils.data
 
-    from . import Client, DataLoader, ShardDataset
+    from s3stream import Client, DataLoader, ShardDataset
 
     # Served from a fresh temporary directory: nginx's workers may run as another user (nobody when
     # started as root), so the directory must be readable by all, whatever --out's parents allow.
@@ -513,7 +516,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="s3stream demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python examples/demo.py", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

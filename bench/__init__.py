@@ -1,4 +1,4 @@
-"""The harness behind ``s3stream bench``: data loaders against a realistic local S3.
+"""The peer comparison (``make bench``): data loaders against a realistic local S3.
 
 * :mod:`.server`: nginx (+ Lua) serving a directory with S3's latency model (a time to first
   byte per request, a rate cap per connection), moto behind it for writes;
@@ -9,7 +9,9 @@
 * :mod:`.ceiling`: the same GETs from wrk at the same concurrency;
 * :mod:`.report`: the table, the JSON file and the plot.
 
-Run ``s3stream bench --help`` (or ``python -m s3stream.bench``); see bench/README.md.
+Run ``python -m bench --help`` from the repository root; see bench/README.md. Not part of the
+installed package: the package holds only the library (its own ``s3stream bench URL`` measures a
+user's data).
 """
 
 from __future__ import annotations

@@ -515,10 +515,10 @@ class LocalS3:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """``python -m s3stream.bench.server ROOT [--ttfb-ms 20] [--mbps 100]``: serve until Ctrl-C."""
+    """``python -m bench.server ROOT [--ttfb-ms 20] [--mbps 100]``: serve until Ctrl-C."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m s3stream.bench.server", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.server", description=main.__doc__)
     ap.add_argument("root")
     ap.add_argument("--ttfb-ms", type=float, default=20.0)
     ap.add_argument("--mbps", type=float, default=100.0, help="MB/s (10^6 bytes) per connection; 0: unlimited")

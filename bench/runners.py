@@ -1,5 +1,5 @@
 """One loader per library and scenario, each built the way the library's own docs and benchmarks
-use it. Runs inside the run's own process (``python -m s3stream.bench.run_one``).
+use it. Runs inside the run's own process (``python -m bench.run_one``).
 
 Every loader yields the same thing: batches ``(payloads, labels)``, a list of the samples' raw
 bytes (bytes, memoryview or s3stream.Buffer: no decoding) and a tensor of their labels, made by the

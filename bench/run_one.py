@@ -1,4 +1,4 @@
-"""One run of one cell, in its own process: ``python -m s3stream.bench.run_one --json CONFIG``.
+"""One run of one cell, in its own process: ``python -m bench.run_one --json CONFIG``.
 
 Builds the library's loader (runners.py), iterates it as an empty training loop that only checks
 each batch, and prints one JSON line with the measurements (see metrics.py for their definitions).
@@ -78,7 +78,7 @@ def run(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m s3stream.bench.run_one")
+    ap = argparse.ArgumentParser(prog="python -m bench.run_one")
     ap.add_argument("--json", required=True, help="the run's configuration: a JSON object, or @FILE holding one")
     args = ap.parse_args(argv)
     if args.json.startswith("@"):

@@ -1,4 +1,4 @@
-"""``s3stream bench``: data loaders against a realistic local S3, the seeds' method.
+"""``make bench`` (``python -m bench``): data loaders against a realistic local S3, the seeds' method.
 
 For each scenario, number of DataLoader workers and library, R runs, each in a fresh process on the
 same data and the same server; samples/s reaching an empty training loop after warm-up (median of
@@ -49,7 +49,7 @@ def _names(s: str) -> List[str]:
 
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="s3stream bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenarios", default="random,shards", help="random,shards (default: both)")
     ap.add_argument("--workers", default="0,1,4,8", help="DataLoader num_workers for the random scenario")
     ap.add_argument("--shard-workers", default="1,4,8", help="DataLoader num_workers for the shards scenario")
@@ -68,6 +68,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     ap.add_argument("--nginx-workers", type=int, default=2, help="nginx worker processes")
     ap.add_argument("--cache-dir", default=None, help="where the dataset is generated (default ~/.cache/s3stream/bench)")
     ap.add_argument("--out", default=None, help="results directory (default bench/results/<timestamp>)")
+    ap.add_argument("--package", default=None,
+                    help="directory holding the s3stream package to measure (default: the importable one); "
+                         "for A/B runs of two builds")
     ap.add_argument("--run-timeout", type=float, default=None, help="hard limit per run in seconds")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--quick", action="store_true",
@@ -101,7 +104,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 def _importable(module: str, parent: Optional[str] = None) -> Optional[str]:
     """None if ``module`` can be imported in a fresh process, else the reason."""
     code = f"import {module}" if module != "streaming" else (
-        "import s3stream.bench.data as d; d.import_streaming()")
+        "import bench.data as d; d.import_streaming()")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_env(None, parent))
     if proc.returncode == 0:
         return None
@@ -109,16 +112,29 @@ def _importable(module: str, parent: Optional[str] = None) -> Optional[str]:
     return f"{module} cannot be imported: {last}"
 
 
-def package_parent() -> str:
-    """The directory holding the s3stream package this harness belongs to."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds the `bench` package
 
 
-def snapshot_package(dest: str) -> str:
+def package_parent(package: Optional[str] = None) -> str:
+    """The directory holding the s3stream package to measure: ``package`` (``--package``), or the
+    one this Python imports (installed, or built into the source tree)."""
+    if package:
+        if not os.path.isdir(os.path.join(package, "s3stream")):
+            raise SystemExit(f"--package {package}: no s3stream package in that directory")
+        return os.path.abspath(package)
+    import importlib.util
+
+    spec = importlib.util.find_spec("s3stream")
+    if spec is None or spec.origin is None:
+        raise SystemExit("s3stream is not importable: build and install it first (make install)")
+    return os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+
+
+def snapshot_package(dest: str, package: Optional[str] = None) -> str:
     """Copies the s3stream package (with its native module) to ``dest``; returns the directory to
     put on PYTHONPATH. Runs import this copy: rebuilding the extension in place while a long bench
     runs then neither crashes the runs nor mixes two engines in one table."""
-    src = os.path.join(package_parent(), "s3stream")
+    src = os.path.join(package_parent(package), "s3stream")
     shutil.copytree(src, os.path.join(dest, "s3stream"), ignore=shutil.ignore_patterns("__pycache__", "*.tmp"))
     return dest
 
@@ -148,8 +164,9 @@ def _child_env(endpoint: Optional[str], parent: Optional[str] = None) -> Dict[st
     env["AWS_SHARED_CREDENTIALS_FILE"] = os.path.join(empty, "credentials")
     if endpoint:
         env["S3_ENDPOINT_URL"] = endpoint  # mosaicml-streaming's way to name an S3-compatible endpoint
-    parent = parent or package_parent()
-    env["PYTHONPATH"] = parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # The measured package first, then this harness (`python -m bench.run_one`), then the rest.
+    paths = [parent or package_parent(), REPO_ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
@@ -264,7 +281,7 @@ class Harness:
             self.server.inflight_peak(reset=True)
             limit = self.args.run_timeout or (4 * (self.args.max_seconds or 300) + 180)
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
-                proc = subprocess.Popen([sys.executable, "-m", "s3stream.bench.run_one", "--json", "@" + cfg_path],
+                proc = subprocess.Popen([sys.executable, "-m", "bench.run_one", "--json", "@" + cfg_path],
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=tmp,
                                         env=_child_env(endpoint, self.package_dir), start_new_session=True)
                 timed_out = False
@@ -352,7 +369,7 @@ class Harness:
         t_start = time.time()
         snapshot = tempfile.mkdtemp(prefix="s3stream-bench-pkg-")
         try:
-            self.package_dir = snapshot_package(snapshot)
+            self.package_dir = snapshot_package(snapshot, self.args.package)
             return self._run(t_start)
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
@@ -368,10 +385,10 @@ class Harness:
                 "mbps": args.mbps, "runs": args.runs, "batch_size": args.batch_size, "max_seconds": args.max_seconds,
                 "scenarios": args.scenarios, "workers": args.workers, "shard_workers": args.shard_workers,
                 "shard_sizes": args.shard_sizes, "libraries": args.libraries,
-                "command": "s3stream bench " + " ".join(sys.argv[1:] if self.argv is None else self.argv),
+                "command": "python -m bench " + " ".join(sys.argv[1:] if self.argv is None else self.argv),
                 "dataset": self.data.dir,
             },
-            "machine": {**machine(), "s3stream_core_sha256": _core_digest(self.package_dir or package_parent())},
+            "machine": {**machine(), "s3stream_core_sha256": _core_digest(self.package_dir or package_parent(self.args.package))},
             "started": datetime.datetime.now().isoformat(timespec="seconds"),
             "cells": [],
             "ceilings": [],

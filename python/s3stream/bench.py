@@ -1,0 +1,245 @@
+"""``s3stream bench URL``: how fast does *your* data reach a training loop?
+
+Reads a dataset the way training would (``s3stream.DataLoader``, shuffled, batches of
+``--batch-size``) into an empty loop, once per ``num_workers`` in ``--workers``, and prints samples/s,
+MB/s and the time to the first batch for each: the answer to "is my loader the bottleneck?" before a
+GPU is involved, the way fio answers it for a disk.
+
+The URL names tar shards (a ``.tar`` URI, a brace pattern, or a prefix holding shards: read with
+:class:`s3stream.ShardDataset`) or a prefix of objects, one per sample (read with
+:class:`s3stream.MapDataset` and :class:`s3stream.EpochSampler`). Bytes are counted in the worker
+that fetched them, so nothing but two integers crosses to the loop: what is measured is the
+loading, not a transfer the training loop would not make. Options: ``s3stream bench --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+
+@dataclass
+class RunResult:
+    """One pass of the loader at one ``num_workers``."""
+
+    num_workers: int
+    samples: int = 0
+    bytes: int = 0
+    first_batch_s: Optional[float] = None  # from iter(loader) to the first batch: worker start-up included
+    samples_per_s: Optional[float] = None  # after the first batch
+    mb_per_s: Optional[float] = None  # payload bytes (10^6) per second, after the first batch
+    complete: bool = False  # the pass reached the end of the epoch (else --seconds stopped it)
+    error: Optional[str] = None
+
+
+@dataclass
+class BenchResult:
+    urls: List[str]
+    kind: str  # "shards" or "objects"
+    dataset: str  # the dataset's repr
+    setup_s: float  # listing and indexing, once
+    batch_size: int
+    seconds: float
+    runs: List[RunResult] = field(default_factory=list)
+
+
+def count_batch(samples: Sequence[Any]) -> Dict[str, int]:
+    """The collate function: how many samples and payload bytes, computed in the worker."""
+    total = 0
+    for sample in samples:
+        values = sample.values() if isinstance(sample, dict) else (sample.data,)  # shard dict / map Sample
+        for value in values:
+            if not isinstance(value, (str, int)):
+                total += memoryview(value).nbytes
+    return {"samples": len(samples), "bytes": total}
+
+
+def _open_dataset(urls: List[str], kind: str, shuffle: bool, client: Any) -> tuple:
+    from .urls import SHARD_SUFFIXES, canonical, expand_braces, is_shard
+
+    if kind == "auto":
+        expanded = [u for url in urls for u in expand_braces(url)]
+        if any(is_shard(u) for u in expanded):
+            kind = "shards"
+        else:  # prefixes: shards if any listed object is one
+            kind = "objects"
+            for url in expanded:
+                for info in client.list(canonical(url)):
+                    if info.key.lower().endswith(SHARD_SUFFIXES):
+                        kind = "shards"
+                        break
+    if kind == "shards":
+        from .shard_dataset import ShardDataset
+
+        return kind, ShardDataset(urls if len(urls) > 1 else urls[0], client=client, shuffle=shuffle)
+    if len(urls) != 1:
+        raise SystemExit("s3stream bench: objects are read from one prefix; give one URL")
+    from .map_dataset import MapDataset
+
+    return kind, MapDataset.from_prefix(canonical(urls[0]), client=client)
+
+
+def _loader(dataset: Any, kind: str, num_workers: int, batch_size: int, shuffle: bool) -> Any:
+    from .loader import DataLoader
+
+    sampler = None
+    if kind == "objects":
+        from .sampler import EpochSampler
+
+        sampler = EpochSampler(dataset, shuffle=shuffle)
+    return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, sampler=sampler,
+                      collate_fn=count_batch, persistent_workers=False)
+
+
+class _Progress:
+    """tqdm when it is installed, else one line on stderr refreshed each second."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label, self.enabled, self.bar, self.last = label, enabled, None, 0.0
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(desc=label, unit=" samples", unit_scale=True, file=sys.stderr, leave=False)
+            except ImportError:
+                pass
+
+    def update(self, n: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        now = time.monotonic()
+        if now - self.last >= 1.0:
+            self.last = now
+            print(f"\r{self.label}: {total:,} samples", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled and self.last:
+            print(file=sys.stderr)
+
+
+def run_once(dataset: Any, kind: str, num_workers: int, batch_size: int, seconds: float, shuffle: bool,
+             progress: bool) -> RunResult:
+    """One pass (or ``seconds`` of one) at ``num_workers``."""
+    result = RunResult(num_workers)
+    loader = _loader(dataset, kind, num_workers, batch_size, shuffle)
+    bar = _Progress(f"num_workers={num_workers}", progress)
+    t0 = time.perf_counter()
+    it = iter(loader)
+    first = counted_from = None
+    after_first = after_first_bytes = 0
+    try:
+        for batch in it:
+            now = time.perf_counter()
+            result.samples += batch["samples"]
+            result.bytes += batch["bytes"]
+            if first is None:
+                first = counted_from = now
+                result.first_batch_s = now - t0
+            else:
+                after_first += batch["samples"]
+                after_first_bytes += batch["bytes"]
+            bar.update(batch["samples"], result.samples)
+            if seconds and now - counted_from >= seconds:
+                break
+        else:
+            result.complete = True
+    finally:
+        end = time.perf_counter()
+        bar.close()
+        del it  # shuts the workers down now
+    window = end - counted_from if counted_from is not None else 0.0
+    if window > 0 and after_first:
+        result.samples_per_s = after_first / window
+        result.mb_per_s = after_first_bytes / window / 1e6
+    return result
+
+
+def table(result: BenchResult) -> str:
+    lines = [
+        f"s3stream bench: {', '.join(result.urls)}",
+        f"{result.dataset}; read as {result.kind}, batches of {result.batch_size}; "
+        f"listing and indexing took {result.setup_s:.1f} s",
+        "",
+        f"{'num_workers':>11}  {'first batch':>11}  {'samples/s':>10}  {'MB/s':>8}  {'samples':>9}  pass",
+    ]
+    for r in result.runs:
+        if r.error:
+            lines.append(f"{r.num_workers:>11}  failed: {r.error}")
+            continue
+        first = f"{r.first_batch_s:.2f} s" if r.first_batch_s is not None else "-"
+        rate = f"{r.samples_per_s:,.0f}" if r.samples_per_s is not None else "-"
+        mb = f"{r.mb_per_s:,.1f}" if r.mb_per_s is not None else "-"
+        done = "complete" if r.complete else f"stopped after {result.seconds:g} s"
+        lines.append(f"{r.num_workers:>11}  {first:>11}  {rate:>10}  {mb:>8}  {r.samples:>9,}  {done}")
+    rated = [r for r in result.runs if r.samples_per_s]
+    if rated:
+        best = max(rated, key=lambda r: r.samples_per_s)
+        lines += ["", f"fastest: num_workers={best.num_workers}, {best.samples_per_s:,.0f} samples/s "
+                      f"({best.mb_per_s / 1000:.2f} GB/s). A training step of batch {result.batch_size} waits "
+                      f"for data unless it takes longer than {1000 * result.batch_size / best.samples_per_s:.1f} ms."]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="s3stream bench", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    return ap.parse_args(argv)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("urls", nargs="+", metavar="URL",
+                    help="shards (s3://b/train-{000000..000127}.tar, or a prefix holding .tar files) or a prefix of objects")
+    ap.add_argument("--workers", default="0,1,4,8", help="num_workers values to measure (default 0,1,4,8)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=20.0,
+                    help="stop a pass this long after its first batch (0: read the whole epoch)")
+    ap.add_argument("--format", choices=("auto", "shards", "objects"), default="auto",
+                    help="how to read the URL (default: shards if it names or holds .tar files)")
+    ap.add_argument("--no-shuffle", action="store_true", help="read in stored order")
+    ap.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace, client: Any) -> int:
+    try:
+        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+    except ValueError:
+        raise SystemExit(f"s3stream bench: --workers takes numbers such as 0,1,4,8, got {args.workers!r}")
+    if not workers or min(workers) < 0 or args.batch_size < 1 or args.seconds < 0:
+        raise SystemExit("s3stream bench: --workers needs values >= 0, --batch-size >= 1, --seconds >= 0")
+    shuffle = not args.no_shuffle
+    # Sweeping num_workers past the core count is the point here, not a mistake to warn about.
+    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+    t0 = time.perf_counter()
+    kind, dataset = _open_dataset(args.urls, args.format, shuffle, client)
+    result = BenchResult(list(args.urls), kind, repr(dataset), time.perf_counter() - t0, args.batch_size, args.seconds)
+    try:
+        for w in workers:
+            try:
+                result.runs.append(run_once(dataset, kind, w, args.batch_size, args.seconds, shuffle,
+                                            not args.no_progress))
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:  # one failing setting (e.g. too many workers) does not end the sweep
+                result.runs.append(RunResult(w, error=f"{type(e).__name__}: {e}"))
+    except KeyboardInterrupt:
+        print("\ns3stream bench: interrupted; results so far:", file=sys.stderr)
+    print(table(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(asdict(result), f, indent=2)
+    return 1 if any(r.error for r in result.runs) else 0
+
+
+__all__ = ["BenchResult", "RunResult", "count_batch", "run_once", "table"]
