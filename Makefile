@@ -4,9 +4,9 @@ JOBS ?= $(shell nproc)
 CPP_BUILD := build/cpp
 ASAN_BUILD := build/cpp-asan
 
-.PHONY: test deps install cpp-test cpp-test-asan py-test clean
+.PHONY: test deps install wheel cpp-test cpp-test-asan py-test clean
 
-test: deps cpp-test cpp-test-asan install py-test
+test: deps cpp-test cpp-test-asan install wheel py-test
 
 deps:
 	PYTHON=$(PYTHON) ./scripts/install_deps.sh
@@ -14,6 +14,15 @@ deps:
 # The Python package, built by scikit-build-core against the same CMake project.
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-build-isolation .
+
+# A wheel users can install anywhere: the extension with libcurl, OpenSSL, pugixml and what they
+# need copied in (auditwheel repair), as dist/s3stream-*-manylinux_*.whl. tests/python/test_wheel.py
+# installs it into a clean venv with the system's copies of those libraries hidden.
+wheel:
+	rm -rf dist
+	$(PYTHON) -m pip wheel --quiet --disable-pip-version-check --no-build-isolation --no-deps -w dist/raw .
+	$(PYTHON) -m auditwheel repair --wheel-dir dist dist/raw/s3stream-*.whl
+	rm -rf dist/raw
 
 cpp-test:
 	cmake -S . -B $(CPP_BUILD) -G Ninja -DS3STREAM_BUILD_TESTS=ON -DPython_EXECUTABLE=$$(command -v $(PYTHON))
@@ -26,11 +35,12 @@ cpp-test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
+# S3STREAM_REQUIRE_WHEEL: the wheel test fails, instead of skipping, when `make wheel` made none.
 py-test:
-	cd tests/python && $(PYTHON) -m pytest -q
+	cd tests/python && S3STREAM_REQUIRE_WHEEL=1 $(PYTHON) -m pytest -q
 
 clean:
-	rm -rf build
+	rm -rf build dist
 
 # The demo (examples/demo.py): installs what it needs, builds and installs the package, then trains a
 # small CNN for one epoch from a local S3 stand-in (nginx), with s3stream and with plain boto3, and

@@ -23,7 +23,8 @@ class Client:
 
     Unset options follow the AWS conventions: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``,
     ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
-    ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` with ``~/.aws/credentials`` and ``~/.aws/config``.
+    ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` with ``~/.aws/credentials`` and ``~/.aws/config``,
+    ``AWS_CA_BUNDLE`` (else the system's CA certificates, found on any Linux distribution).
 
     The native engine (an HTTP event loop and up to ``max_inflight`` connections) is built on first
     use in each process, so a client created before ``fork()`` (DataLoader workers) works in the

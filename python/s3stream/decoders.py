@@ -21,7 +21,11 @@ IMAGE_EXTENSIONS = {"jpg", "jpeg", "png", "webp", "bmp", "gif", "ppm", "tif", "t
 
 
 def _image(kind: str) -> Callable[[Any], Any]:
-    from PIL import Image  # Pillow: only needed when images are decoded
+    try:
+        from PIL import Image  # Pillow: only needed when images are decoded
+    except ImportError as e:
+        raise ImportError("s3stream.decode decodes images with Pillow, which is not installed: "
+                          "pip install 's3stream[images]' (or pass image=None to keep image bytes)") from e
 
     def to_pil(data: Any) -> Any:
         img = Image.open(io.BytesIO(memoryview(data)))

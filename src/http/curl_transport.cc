@@ -12,6 +12,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "http/ca_bundle.h"
+
 namespace s3stream::internal {
 namespace {
 
@@ -56,6 +58,7 @@ std::string_view Trim(std::string_view s) {
 class CurlLoop {
  public:
   explicit CurlLoop(const CurlOptions& options) : options_(options), owner_pid_(getpid()) {
+    options_.ca_bundle = DefaultCaBundle(options_.ca_bundle);
     GlobalInitOnce();
     multi_ = curl_multi_init();
     curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(options_.max_connections));
@@ -319,7 +322,7 @@ class CurlLoop {
     for (auto& fn : timers) fn();
   }
 
-  const CurlOptions options_;
+  CurlOptions options_;  // set once in the constructor (the CA bundle resolved), then read-only
   const pid_t owner_pid_;
   CURLM* multi_ = nullptr;
   std::thread thread_;

@@ -357,6 +357,13 @@ Result<ResolvedConfig> ResolveConfig(const ClientConfig& config, const Environme
   // Custom stores (MinIO, Ceph, moto) rarely have wildcard DNS for bucket subdomains.
   out.path_style = style == AddressingStyle::kPath || (style == AddressingStyle::kAuto && !out.endpoint_is_aws);
 
+  // The CA bundle: the AWS CLI's and SDKs' variable and profile key (unset: the system's bundle).
+  if (auto ca = FirstSet({{config.ca_bundle, "ClientConfig.ca_bundle"},
+                          {env.getenv("AWS_CA_BUNDLE"), "AWS_CA_BUNDLE"},
+                          {profile.Config("ca_bundle"), "ca_bundle in " + in_profile}})) {
+    out.options.ca_bundle = ca->value;
+  }
+
   S3S_RETURN_IF_ERROR(ResolveCredentials(config, env, profile, out));
   return out;
 }

@@ -105,6 +105,17 @@ TEST_F(ConfigTest, EndpointPrecedence) {
   EXPECT_EQ(Resolve(c).endpoint, "http://explicit:5");
 }
 
+TEST_F(ConfigTest, CaBundlePrecedence) {
+  EXPECT_FALSE(Resolve().options.ca_bundle.has_value());  // the system's bundle (see http/ca_bundle.h)
+  WriteConfig("[default]\nca_bundle = /from/profile.pem\n");
+  EXPECT_EQ(Resolve().options.ca_bundle, "/from/profile.pem");
+  vars_["AWS_CA_BUNDLE"] = "/from/env.pem";
+  EXPECT_EQ(Resolve().options.ca_bundle, "/from/env.pem");
+  ClientConfig c;
+  c.ca_bundle = "/explicit.pem";
+  EXPECT_EQ(Resolve(c).options.ca_bundle, "/explicit.pem");
+}
+
 TEST_F(ConfigTest, GlobalProfileEndpointWithoutS3Block) {
   WriteConfig("[default]\nendpoint_url = http://global-profile:1/\n");
   ResolvedConfig r = Resolve();
