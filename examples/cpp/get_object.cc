@@ -19,9 +19,7 @@ int main(int argc, char** argv) {
   };
   auto client = s3stream::Client::Create({});
   if (!client.ok()) return fail(client.status());
-  auto uri = s3stream::ObjectUri::Parse(argv[1]);
-  if (!uri.ok()) return fail(uri.status());
-  auto reader = s3stream::ObjectReader::Open((*client)->StoreFor(*uri), uri->key);
+  auto reader = (*client)->OpenReader(argv[1]);
   if (!reader.ok()) return fail(reader.status());
 
   std::vector<uint8_t> chunk(1 << 20);

@@ -1,44 +1,91 @@
-// Client: the entry point of the C++ API. Resolves configuration once, owns the HTTP transport
-// (one event-loop thread), and hands out a store per bucket.
+// Client: the entry point of the C++ API, and the one place where a URI becomes a store. It
+// resolves the configuration once, owns the HTTP transport (one event-loop thread), and offers the
+// URI-level operations every front end uses (the Python package, the command line, a C++ program).
 //
-// Threading: thread-safe. Stores returned by StoreFor() keep the transport alive; the Client may be
+// Drivers are chosen by URI scheme from a registry: `s3` (any S3-compatible store) and `file` (the
+// local file system) are built in; ClientHooks adds others. Each store the client creates passes
+// through the hooks' wrappers, decorators around any driver (a disk cache is one), so every byte a
+// reader fetches goes through them.
+//
+// Threading: thread-safe. Stores returned by Locate() keep the transport alive; the Client may be
 // destroyed before them.
 //
 //   auto client = s3stream::Client::Create({}).value();
-//   auto uri = s3stream::ObjectUri::Parse("s3://bucket/key").value();
-//   auto data = s3stream::GetBuffer(*client->StoreFor(uri), uri.key).Take();
+//   s3stream::Buffer data = client->Get("s3://bucket/key").Take().value();
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "s3stream/config.h"
+#include "s3stream/object_reader.h"
 #include "s3stream/object_store.h"
+#include "s3stream/object_writer.h"
+#include "s3stream/range_fetcher.h"
 #include "s3stream/uri.h"
 
 namespace s3stream {
 
-namespace internal {
-struct S3Context;
-}
+// Makes the store for one bucket (or other top-level container) of a scheme.
+using DriverFactory = std::function<Result<std::shared_ptr<ObjectStore>>(const ObjectUri& container)>;
+// Wraps a store in a decorator: gets the driver's store (or the previous wrapper's), returns the
+// store the client uses.
+using StoreWrapper = std::function<std::shared_ptr<ObjectStore>(std::shared_ptr<ObjectStore>)>;
+
+struct ClientHooks {
+  std::map<std::string, DriverFactory> drivers;  // by scheme, beside (or replacing) s3 and file
+  std::vector<StoreWrapper> wrappers;            // applied in order: the first is innermost
+};
 
 class Client {
  public:
-  static Result<std::shared_ptr<Client>> Create(const ClientConfig& config, const Environment& env = Environment::Process());
-
-  // The store that holds `uri`: one per S3 bucket (cached), or the local file system for file URIs.
-  std::shared_ptr<ObjectStore> StoreFor(const ObjectUri& uri);
+  static Result<std::shared_ptr<Client>> Create(const ClientConfig& config,
+                                                const Environment& env = Environment::Process(),
+                                                ClientHooks hooks = {});
 
   const ResolvedConfig& config() const;
 
- private:
-  explicit Client(std::shared_ptr<const internal::S3Context> ctx);
+  // Where a URI's object lives: its store (one per bucket, cached) and its key there.
+  struct Location {
+    std::shared_ptr<ObjectStore> store;
+    std::string key;
+  };
+  // `need_key` rejects a URI that names a bucket but no object.
+  Result<Location> Locate(const std::string& uri, bool need_key = true);
 
-  std::shared_ptr<const internal::S3Context> ctx_;
+  // The object, or bytes [range.start, range.end), as one Buffer; more than piece_size bytes
+  // arrive as parallel ranged GETs pinned to the first response's ETag (FetchWhole).
+  Future<Result<Buffer>> Get(const std::string& uri, std::optional<ByteRange> range = std::nullopt,
+                             uint64_t piece_size = kDefaultPieceSize);
+  // Several whole objects, all requested before any is awaited; in the order given. Fails with the
+  // first failure, after every GET finished.
+  Result<std::vector<Buffer>> GetMany(const std::vector<std::string>& uris, uint64_t piece_size = kDefaultPieceSize);
+  Future<Result<ObjectInfo>> Head(const std::string& uri);
+  // One page of the objects under the URI's key (a prefix).
+  Future<Result<ListPage>> List(const std::string& uri, const std::string& delimiter = "",
+                                const std::string& continuation_token = "", int max_keys = 1000);
+  Future<Result<std::string>> Put(const std::string& uri, Buffer data);  // the new ETag
+  Future<Status> Delete(const std::string& uri);
+
+  // A seekable reader (HEADs the object) and a writer that commits on Close().
+  Result<std::unique_ptr<ObjectReader>> OpenReader(const std::string& uri, ReaderOptions options = {});
+  Result<std::unique_ptr<ObjectWriter>> OpenWriter(const std::string& uri, WriterOptions options = {});
+
+ private:
+  Client(std::shared_ptr<const ResolvedConfig> config, std::map<std::string, DriverFactory> drivers,
+         std::vector<StoreWrapper> wrappers);
+  Result<std::shared_ptr<ObjectStore>> StoreFor(const ObjectUri& uri);
+
+  const std::shared_ptr<const ResolvedConfig> config_;
+  const std::map<std::string, DriverFactory> drivers_;
+  const std::vector<StoreWrapper> wrappers_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<ObjectStore>> buckets_;
-  std::shared_ptr<ObjectStore> files_;
+  std::map<std::string, std::shared_ptr<ObjectStore>> stores_;  // by "scheme://bucket"
 };
 
 }  // namespace s3stream

@@ -1,30 +1,32 @@
-// ObjectReader: a seekable reader over one object. Reading forward grows a read-ahead window of
-// ranged GETs kept in flight ahead of the consumer (like the kernel's readahead: it starts at one
-// chunk after a seek and doubles while reads stay sequential), so a sequential consumer waits for
-// at most the first chunk's time to first byte. Every chunk is pinned to the ETag seen at open, so
-// an object replaced mid-read fails with kPreconditionFailed instead of mixing versions.
+// ObjectReader: a seekable reader over one object, on the range engine (range_fetcher.h). Reading
+// forward keeps a window of chunk-sized ranged GETs in flight ahead of the consumer; the window
+// starts at two chunks after a seek and doubles each time the consumer has to wait for a chunk
+// still on the wire, up to 1 + prefetch_chunks chunks, so a sequential consumer waits for at most
+// the first chunk's time to first byte and a slow one holds little memory. Every chunk is pinned
+// to the ETag seen at open, so an object replaced mid-read fails with kPreconditionFailed instead of
+// mixing versions. A forward seek within what is already requested keeps it; any other seek
+// cancels the read-ahead and starts again from the new position.
 //
-// Memory: at most (prefetch_chunks + 1) * chunk_size bytes are held, or less when `pool` is shared
-// with other readers and at its limit (prefetch then waits for the consumer: backpressure).
+// Memory: at most (prefetch_chunks + 1) chunks are requested ahead, or less when `pool` is shared
+// with other readers and at its limit (read-ahead then waits for the consumer: backpressure).
 //
 // Threading: one consumer thread at a time (like a file object); the store's threads fill chunks.
 #pragma once
 
-#include <atomic>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 
 #include "s3stream/object_store.h"
+#include "s3stream/range_fetcher.h"
 
 namespace s3stream {
 
 struct ReaderOptions {
   size_t chunk_size = 8 << 20;
   int prefetch_chunks = 8;
-  std::shared_ptr<BufferPool> pool;  // none: a private pool of (prefetch_chunks + 1) chunks
+  std::shared_ptr<BufferPool> pool;  // none: chunks allocate their own memory (the window bounds it)
 };
 
 class ObjectReader {
@@ -48,33 +50,24 @@ class ObjectReader {
   // Zero-copy variant: a slice of the chunk under the position, at most `max_bytes` long.
   Result<Buffer> ReadBuffer(size_t max_bytes);
 
- private:
-  struct Chunk {
-    uint64_t index;
-    Future<Result<Buffer>> data;
-    // Set when the chunk is dropped unread: its GET stops at the next piece of body that arrives
-    // instead of finishing a download nobody wants.
-    std::shared_ptr<std::atomic<bool>> cancelled;
-  };
+  // The read-ahead window, waits on the network, GETs issued.
+  const FetchStats& stats() const { return fetcher_.stats(); }
 
+ private:
   ObjectReader(std::shared_ptr<ObjectStore> store, std::string key, ReaderOptions options, ObjectInfo info);
-  uint64_t ChunkCount() const;
-  // Ensures the chunk under position_ (and the read-ahead window after it) is requested.
-  void Schedule();
-  bool Request(uint64_t index, bool blocking);
-  Result<Buffer> CurrentChunk();
-  void DropChunks();
+  // The chunk holding position_, fetched (or taken from the read-ahead) as needed.
+  Result<Buffer> ChunkAtPosition();
+  RangeFetcher::Source From(uint64_t offset) const;
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string key_;
   const ReaderOptions options_;
   const ObjectInfo info_;
-  std::shared_ptr<BufferPool> pool_;
+  RangeFetcher fetcher_;
 
   uint64_t position_ = 0;
-  uint64_t window_ = 1;                 // chunks to keep in flight, grows while sequential
-  std::optional<uint64_t> last_chunk_;  // the chunk the previous read ended in
-  std::deque<Chunk> chunks_;            // requested chunks, ascending and contiguous
+  bool streaming_ = false;              // the fetcher holds a range to read from
+  std::optional<FetchedPiece> current_;  // the chunk last delivered
 };
 
 }  // namespace s3stream

@@ -109,18 +109,9 @@ class ObjectStore {
 
 // Helpers shared by every driver's callers.
 
-// GETs into one Buffer sized from the response, or appends to `into`, failing with kOutOfRange when
-// its spare capacity is too small.
+// One GET into one Buffer sized from the response (readers split and pipeline ranges through the
+// range engine, range_fetcher.h; this is the single request underneath, for tests and tools).
 Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, const GetOptions& options = {});
-Future<Result<Buffer>> GetInto(ObjectStore& store, const std::string& key, const GetOptions& options,
-                               Buffer into);
-
-// Like GetBuffer, but an object (or range) larger than `part_size` arrives as parallel ranged GETs
-// into one Buffer: the first GET asks for up to `part_size` bytes and learns the size from its
-// response; the other parts are requested at once, pinned to its ETag (a replaced object fails
-// with kPreconditionFailed), each writing its own slice. Small objects cost one GET, as before.
-Future<Result<Buffer>> GetBufferInParts(std::shared_ptr<ObjectStore> store, const std::string& key,
-                                        const GetOptions& options, uint64_t part_size);
 
 // Follows continuation tokens; `on_page` sees each page as it arrives and may stop with a non-OK
 // status. Blocks: never call it from a driver's thread (a future's callback).

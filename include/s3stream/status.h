@@ -37,12 +37,14 @@ class Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // Detail from the server, when the failure came from an HTTP response.
+  // Detail from the server, when the failure came from its response: the HTTP status and the
+  // store's own error code ("NoSuchKey", "SlowDown", ...; empty when it sent none). Any driver
+  // fills them the same way.
   int http_status() const { return http_status_; }
-  const std::string& s3_code() const { return s3_code_; }
-  Status& set_http(int http_status, std::string s3_code) {
+  const std::string& error_code() const { return error_code_; }
+  Status& set_server_detail(int http_status, std::string error_code) {
     http_status_ = http_status;
-    s3_code_ = std::move(s3_code);
+    error_code_ = std::move(error_code);
     return *this;
   }
 
@@ -53,7 +55,7 @@ class Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   int http_status_ = 0;
-  std::string s3_code_;
+  std::string error_code_;
 };
 
 inline Status InvalidArgument(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }

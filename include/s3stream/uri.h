@@ -3,6 +3,8 @@
 //                          unicode and `+%=&~` are part of the key, not escapes)
 //   file:///abs/path       a local file (also taken verbatim)
 //   /abs/path, rel/path    a local file; relative paths resolve against the working directory
+//   scheme://container/key any other scheme, for a driver registered under it (see client.h);
+//                          whether one is, the Client says
 #pragma once
 
 #include <string>
@@ -12,11 +14,9 @@
 
 namespace s3stream {
 
-enum class Scheme { kS3, kFile };
-
 struct ObjectUri {
-  Scheme scheme = Scheme::kS3;
-  // S3: the bucket. File: always empty (the store root is "/").
+  std::string scheme = "s3";  // lower case: "s3", "file", ...
+  // S3: the bucket (its name checked). File: always empty (the store root is "/").
   std::string bucket;
   // S3: the key, possibly empty (a bucket or prefix). File: the absolute path without its leading '/'.
   std::string key;

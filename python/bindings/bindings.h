@@ -10,9 +10,6 @@
 
 namespace s3stream::bindings {
 
-// The store holding the object `uri` names; sets `key`. Throws StatusError for bad URIs.
-std::shared_ptr<ObjectStore> StoreForUri(Client& client, const std::string& uri, std::string* key);
-
 void InitErrors(nanobind::module_& m);
 void InitBuffer(nanobind::module_& m);
 void InitClient(nanobind::module_& m);

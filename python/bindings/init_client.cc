@@ -1,5 +1,5 @@
-// s3stream._core.Client and ClientConfig: the object-store operations, each releasing the GIL
-// while it waits.
+// s3stream._core.Client and ClientConfig: the C++ Client's URI-level operations, each releasing
+// the GIL while it waits.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -17,89 +17,46 @@ namespace nb = nanobind;
 namespace s3stream::bindings {
 namespace {
 
-// Parses `uri` and finds its store; `need_key` rejects bucket-only URIs for object operations.
-// (A key ending in '/' is allowed: S3 "directory marker" objects are real objects.)
-std::pair<std::shared_ptr<ObjectStore>, ObjectUri> Locate(Client& client, const std::string& uri, bool need_key) {
-  ObjectUri parsed = Unwrap(ObjectUri::Parse(uri));
-  if (need_key && parsed.key.empty()) {
-    throw StatusError(InvalidArgument("'" + uri + "' names a bucket, not an object: add the object's key, "
-                                      "e.g. s3://bucket/path/to/object"));
-  }
-  return {client.StoreFor(parsed), std::move(parsed)};
-}
-
-// A large object arrives as parallel ranged GETs of this size (one connection gives ~100 MB/s on
-// S3; a single stream would cap one object there).
-constexpr uint64_t kGetPartSize = 8 << 20;
-
 Buffer Get(Client& client, const std::string& uri, std::optional<uint64_t> start, std::optional<uint64_t> end) {
-  auto [store, parsed] = Locate(client, uri, true);
-  GetOptions options;
-  if (start || end) options.range = ByteRange{start.value_or(0), end};
+  std::optional<ByteRange> range;
+  if (start || end) range = ByteRange{start.value_or(0), end};
   nb::gil_scoped_release release;
-  return Unwrap(GetBufferInParts(store, parsed.key, options, kGetPartSize).Take());
+  return Unwrap(client.Get(uri, range).Take());
 }
 
-// All GETs are issued before any is awaited, so they share the client's in-flight budget.
 std::vector<Buffer> GetMany(Client& client, const std::vector<std::string>& uris) {
-  std::vector<std::pair<std::shared_ptr<ObjectStore>, ObjectUri>> located;
-  located.reserve(uris.size());
-  for (const auto& uri : uris) located.push_back(Locate(client, uri, true));
   nb::gil_scoped_release release;
-  std::vector<Future<Result<Buffer>>> pending;
-  pending.reserve(located.size());
-  for (auto& [store, parsed] : located) pending.push_back(GetBuffer(*store, parsed.key));
-  std::vector<Buffer> out;
-  out.reserve(pending.size());
-  Status first_error;
-  for (auto& f : pending) {
-    Result<Buffer> r = f.Take();  // wait for all, even after a failure: no GET outlives the call
-    if (r.ok()) out.push_back(std::move(r).value());
-    else if (first_error.ok()) first_error = r.status();
-  }
-  ThrowIfError(first_error);
-  return out;
+  return Unwrap(client.GetMany(uris));
 }
 
 ObjectInfo Head(Client& client, const std::string& uri) {
-  auto [store, parsed] = Locate(client, uri, true);
   nb::gil_scoped_release release;
-  return Unwrap(store->Head(parsed.key).Take());
+  return Unwrap(client.Head(uri).Take());
 }
 
 std::tuple<std::vector<ObjectInfo>, std::vector<std::string>, std::string> ListPageOf(
     Client& client, const std::string& uri, const std::string& delimiter, const std::string& token, int max_keys) {
-  auto [store, parsed] = Locate(client, uri, false);
-  ListRequest request{parsed.key, delimiter, token, max_keys};
   nb::gil_scoped_release release;
-  ListPage page = Unwrap(store->List(request).Take());
+  ListPage page = Unwrap(client.List(uri, delimiter, token, max_keys).Take());
   return {std::move(page.objects), std::move(page.common_prefixes), std::move(page.next_continuation_token)};
 }
 
 std::string Put(Client& client, const std::string& uri, nb::handle data) {
-  auto [store, parsed] = Locate(client, uri, true);
   Buffer body;
   {
     PyBufferView view(data, /*writable=*/false);
     body = Buffer::CopyOf(std::span<const uint8_t>(view.bytes()));
   }
   nb::gil_scoped_release release;
-  return Unwrap(store->Put(parsed.key, std::move(body)).Take());
+  return Unwrap(client.Put(uri, std::move(body)).Take());
 }
 
 void Delete(Client& client, const std::string& uri) {
-  auto [store, parsed] = Locate(client, uri, true);
   nb::gil_scoped_release release;
-  ThrowIfError(store->Delete(parsed.key).Take());
+  ThrowIfError(client.Delete(uri).Take());
 }
 
 }  // namespace
-
-std::shared_ptr<ObjectStore> StoreForUri(Client& client, const std::string& uri, std::string* key) {
-  auto [store, parsed] = Locate(client, uri, true);
-  *key = parsed.key;
-  return store;
-}
 
 void InitClient(nb::module_& m) {
   nb::enum_<AddressingStyle>(m, "AddressingStyle")

@@ -25,7 +25,7 @@ void RaiseStatus(const Status& status) {
   nb::object cls = errors.attr(PythonClassFor(status.code()));
   nb::object exc = cls(nb::str(status.message().c_str()));
   exc.attr("http_status") = status.http_status() ? nb::object(nb::int_(status.http_status())) : nb::none();
-  exc.attr("s3_code") = status.s3_code().empty() ? nb::none() : nb::object(nb::str(status.s3_code().c_str()));
+  exc.attr("error_code") = status.error_code().empty() ? nb::none() : nb::object(nb::str(status.error_code().c_str()));
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
 

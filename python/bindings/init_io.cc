@@ -16,19 +16,15 @@ namespace s3stream::bindings {
 namespace {
 
 std::unique_ptr<ObjectReader> OpenReader(Client& client, const std::string& uri, size_t chunk_size, int prefetch_chunks) {
-  std::string key;
-  auto store = StoreForUri(client, uri, &key);
   ReaderOptions options;
   options.chunk_size = chunk_size;
   options.prefetch_chunks = prefetch_chunks;
   nb::gil_scoped_release release;
-  return Unwrap(ObjectReader::Open(std::move(store), std::move(key), std::move(options)));
+  return Unwrap(client.OpenReader(uri, std::move(options)));
 }
 
 std::unique_ptr<ObjectWriter> OpenWriter(Client& client, const std::string& uri, size_t part_size, int max_inflight_parts) {
-  std::string key;
-  auto store = StoreForUri(client, uri, &key);
-  return Unwrap(ObjectWriter::Create(std::move(store), std::move(key), WriterOptions{part_size, max_inflight_parts}));
+  return Unwrap(client.OpenWriter(uri, WriterOptions{part_size, max_inflight_parts}));
 }
 
 size_t ReadInto(ObjectReader& reader, nb::handle dest) {

@@ -2,6 +2,7 @@
 // s3stream.ShardDataset. Waits release the GIL; samples reach Python as dicts of zero-copy Buffers.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -12,18 +13,13 @@
 #include "s3stream/epoch_plan.h"
 #include "s3stream/shard_index.h"
 #include "s3stream/shard_reader.h"
+#include "s3stream/shard_set.h"
 #include "status_error.h"
 
 namespace nb = nanobind;
 
 namespace s3stream::bindings {
 namespace {
-
-// The shards of one dataset, loaded once per process and shared by every epoch's plan and reader.
-struct ShardSet {
-  std::vector<ShardSource> sources;
-  std::vector<ShardLayout> layouts;
-};
 
 std::vector<uint64_t> OffsetsFrom(nb::handle offsets) {
   PyBufferView view(offsets, /*writable=*/false);
@@ -47,7 +43,7 @@ nb::dict IndexToDict(const ShardIndex& index) {
 nb::dict SampleToDict(PlannedSample&& s, const ShardSet& set) {
   nb::dict d;
   d["__key__"] = s.sample.key;
-  d["__url__"] = set.sources[s.shard].url;
+  d["__url__"] = set.location(s.shard).url;
   d["__index__"] = s.position;
   for (auto& [ext, data] : s.sample.fields) d[nb::str(ext.c_str(), ext.size())] = nb::cast(std::move(data));
   return d;
@@ -59,13 +55,12 @@ void InitPipeline(nb::module_& m) {
   m.def(
       "build_shard_index",
       [](Client& client, const std::string& uri, size_t chunk_size) {
-        std::string key;
-        auto store = StoreForUri(client, uri, &key);
+        Client::Location where = Unwrap(client.Locate(uri));
         ReaderOptions options;
         options.chunk_size = chunk_size;
         Result<ShardIndex> index = [&] {
           nb::gil_scoped_release release;
-          return BuildShardIndex(store, key, options);
+          return BuildShardIndex(where.store, where.key, options);
         }();
         return IndexToDict(Unwrap(std::move(index)));
       },
@@ -73,21 +68,17 @@ void InitPipeline(nb::module_& m) {
       "Reads a shard once and returns {size, etag, gzip, offsets, keys}.");
 
   nb::class_<ShardSet>(m, "ShardSet")
-      .def(nb::init<>())
-      .def(
-          "add",
-          [](ShardSet& set, Client& client, const std::string& uri, const std::string& etag, nb::handle offsets, bool gzip) {
-            ShardSource source;
-            source.store = StoreForUri(client, uri, &source.key);
-            source.url = uri;
-            source.etag = etag;
-            source.offsets = OffsetsFrom(offsets);
-            source.gzip = gzip;
-            set.layouts.push_back(ShardLayout{source.offsets, !gzip});
-            set.sources.push_back(std::move(source));
+      .def_static(
+          "make",
+          [](Client& client, const std::vector<std::tuple<std::string, std::string, nb::handle, bool>>& shards) {
+            std::vector<ShardEntry> entries;
+            entries.reserve(shards.size());
+            for (const auto& [uri, etag, offsets, gzip] : shards) entries.push_back({uri, etag, OffsetsFrom(offsets), gzip});
+            return std::const_pointer_cast<ShardSet>(Unwrap(ShardSet::Make(client, std::move(entries))));
           },
-          nb::arg("client"), nb::arg("uri"), nb::arg("etag"), nb::arg("offsets"), nb::arg("gzip"))
-      .def("__len__", [](const ShardSet& set) { return set.sources.size(); });
+          nb::arg("client"), nb::arg("shards"),
+          "The dataset's shards from (uri, etag, offsets as uint64 buffer, gzip) tuples: located and checked once.")
+      .def("__len__", &ShardSet::size);
 
   nb::enum_<Remainder>(m, "Remainder").value("drop", Remainder::kDrop).value("pad", Remainder::kPad);
 
@@ -119,7 +110,7 @@ void InitPipeline(nb::module_& m) {
 
   nb::class_<EpochPlan>(m, "EpochPlan")
       .def_static(
-          "make", [](const ShardSet& set, const PlanOptions& o) { return Unwrap(EpochPlan::Make(set.layouts, o)); },
+          "make", [](const ShardSet& set, const PlanOptions& o) { return Unwrap(EpochPlan::Make(set.layouts(), o)); },
           nb::arg("shards"), nb::arg("options"))
       .def_prop_ro("total_samples", &EpochPlan::total_samples)
       .def_prop_ro("samples_per_rank", &EpochPlan::samples_per_rank)
@@ -136,13 +127,13 @@ void InitPipeline(nb::module_& m) {
   nb::class_<ShardSampleReader>(m, "ShardReader")
       .def(
           "__init__",
-          [](ShardSampleReader* self, const ShardSet& set, const EpochPlan& plan, int worker, int num_workers,
+          [](ShardSampleReader* self, std::shared_ptr<ShardSet> set, const EpochPlan& plan, int worker, int num_workers,
              uint64_t start, size_t max_bytes_ahead, size_t piece_size) {
-            new (self) ShardSampleReader(set.sources, plan, worker, num_workers, start,
+            new (self) ShardSampleReader(std::move(set), plan, worker, num_workers, start,
                                          ShardReaderOptions{max_bytes_ahead, piece_size});
           },
           nb::arg("shards"), nb::arg("plan"), nb::arg("worker"), nb::arg("num_workers"), nb::arg("start"),
-          nb::arg("max_bytes_ahead"), nb::arg("piece_size"), nb::keep_alive<1, 2>())
+          nb::arg("max_bytes_ahead"), nb::arg("piece_size"))
       .def_prop_ro("size", &ShardSampleReader::size)
       .def_prop_ro("stats", [](const ShardSampleReader& r) {
         nb::dict d;
@@ -153,16 +144,16 @@ void InitPipeline(nb::module_& m) {
       }, "Read-ahead window, stalls (consumer waited on the network), bytes fetched.")
       .def(
           "next",
-          [](ShardSampleReader& reader, const ShardSet& set) -> nb::object {
+          [](ShardSampleReader& reader) -> nb::object {
             Result<std::optional<PlannedSample>> next = [&] {
               nb::gil_scoped_release release;
               return reader.Next();
             }();
             std::optional<PlannedSample> sample = Unwrap(std::move(next));
             if (!sample) return nb::none();
-            return SampleToDict(std::move(*sample), set);
+            return SampleToDict(std::move(*sample), reader.shards());
           },
-          nb::arg("shards"), "The next sample as a dict, or None at the end.");
+          "The next sample as a dict, or None at the end.");
 }
 
 }  // namespace s3stream::bindings

@@ -13,11 +13,17 @@ from __future__ import annotations
 class S3StreamError(Exception):
     """Base of every s3stream error.
 
-    ``http_status`` and ``s3_code`` carry the server's answer when the error came from one.
+    ``http_status`` and ``error_code`` carry the server's answer when the error came from one:
+    the HTTP status and the store's own error code (``"NoSuchKey"``, ``"SlowDown"``, ...).
     """
 
     http_status: int | None = None
-    s3_code: str | None = None
+    error_code: str | None = None
+
+    @property
+    def s3_code(self) -> str | None:
+        """The former name of :attr:`error_code` (kept for code written against 0.1)."""
+        return self.error_code
 
 
 class InvalidArgumentError(S3StreamError, ValueError):

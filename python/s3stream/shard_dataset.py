@@ -217,7 +217,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self._iteration_start, self._yielded = start, 0
         transform = self.transform
         while True:
-            sample = reader.next(shards)
+            sample = reader.next()
             if sample is None:
                 return
             self._yielded += 1
@@ -226,10 +226,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
     def _native_shards(self) -> Any:
         # Native state never crosses a fork: each process builds its own (cheap: no I/O).
         if self._shard_set is None or self._shard_set_pid != os.getpid():
-            native_client = self.client._native_client()
-            shard_set = _core.ShardSet()
-            for s in self.shards:
-                shard_set.add(native_client, s.uri, s.etag, s.offsets, s.gzip)
+            entries = [(s.uri, s.etag, s.offsets, s.gzip) for s in self.shards]
+            shard_set = _core.ShardSet.make(self.client._native_client(), entries)
             self._shard_set, self._shard_set_pid = shard_set, os.getpid()
         return self._shard_set
 

@@ -10,6 +10,14 @@ namespace {
 
 uint64_t RefKey(uint32_t shard, uint64_t index) { return (uint64_t{shard} << 32) | index; }
 
+FetchOptions WindowOf(const ShardReaderOptions& o) {
+  FetchOptions f;
+  f.piece_size = o.piece_size;
+  f.max_window = o.max_bytes_ahead;
+  f.initial_window = std::min<uint64_t>(o.max_bytes_ahead, 2 * o.piece_size);
+  return f;
+}
+
 }  // namespace
 
 // Consecutive samples of one shard, fetched together.
@@ -17,25 +25,30 @@ struct ShardSampleReader::Run {
   uint32_t shard = 0;
   uint64_t first = 0, last = 0;  // sample indices, inclusive
   uint64_t start = 0, end = 0;   // bytes of the (decompressed) archive
-  std::vector<Future<Result<Buffer>>> pieces;
 };
 
 struct ShardSampleReader::Batch {
   size_t begin = 0, end = 0;  // into positions_
   size_t next = 0;            // next position to deliver
-  uint64_t bytes = 0;
+  uint64_t bytes_taken = 0;   // of the fetcher's pieces: released when the batch is delivered
   std::vector<Run> runs;
   bool parsed = false;
   std::unordered_map<uint64_t, Sample> samples;  // by RefKey, once parsed
 };
 
-ShardSampleReader::ShardSampleReader(std::vector<ShardSource> shards, const EpochPlan& plan, int worker,
+ShardSampleReader::ShardSampleReader(std::shared_ptr<const ShardSet> shards, const EpochPlan& plan, int worker,
                                      int num_workers, uint64_t start, ShardReaderOptions options)
-    : shards_(std::move(shards)), options_(options) {
-  stats_.window_bytes = std::min<uint64_t>(options_.max_bytes_ahead, 2 * options_.piece_size);
+    : shards_(std::move(shards)), fetcher_([this] { return NextRange(); }, WindowOf(options)) {
   positions_ = plan.WorkerPositions(worker, num_workers, start);
   refs_.reserve(positions_.size());
   for (uint64_t p : positions_) refs_.push_back(plan.order()[p]);
+  for (const SampleRef& ref : refs_) {
+    if (ref.shard >= shards_->size() || ref.index + 1 >= shards_->layout(ref.shard).offsets.size()) {
+      failed_ = Internal("the plan names sample " + std::to_string(ref.index) + " of shard " + std::to_string(ref.shard) +
+                         ", which the reader's shards do not hold (a plan made for other shards)");
+      break;
+    }
+  }
   // WorkerPositions lists whole batches back to back: a batch ends at a gap or after batch_size.
   const size_t batch_size = plan.batch_size();
   for (size_t i = 0; i < positions_.size();) {
@@ -48,80 +61,59 @@ ShardSampleReader::ShardSampleReader(std::vector<ShardSource> shards, const Epoc
 
 ShardSampleReader::~ShardSampleReader() = default;
 
-Status ShardSampleReader::Fill() {
-  while (next_batch_ < batch_bounds_.size()) {
-    auto batch = std::make_unique<Batch>();
-    std::tie(batch->begin, batch->end) = batch_bounds_[next_batch_];
-    batch->next = batch->begin;
+ShardReaderStats ShardSampleReader::stats() const {
+  const FetchStats& f = fetcher_.stats();
+  return ShardReaderStats{f.window_bytes, f.stalls, f.bytes_requested};
+}
 
+ShardSampleReader::Batch& ShardSampleReader::EnsureBatch(size_t number) {
+  while (first_batch_ + ahead_.size() <= number) {
+    auto batch = std::make_unique<Batch>();
+    std::tie(batch->begin, batch->end) = batch_bounds_[first_batch_ + ahead_.size()];
+    batch->next = batch->begin;
     // The batch's samples, sorted, coalesced into runs of consecutive indices per shard.
     std::vector<SampleRef> wanted(refs_.begin() + batch->begin, refs_.begin() + batch->end);
     std::sort(wanted.begin(), wanted.end(),
               [](const SampleRef& a, const SampleRef& b) { return RefKey(a.shard, a.index) < RefKey(b.shard, b.index); });
     wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
     for (const SampleRef& ref : wanted) {
-      const ShardSource& shard = shards_[ref.shard];
-      if (ref.index + 1 >= shard.offsets.size()) {
-        return Internal("the plan names sample " + std::to_string(ref.index) + " of " + shard.url + ", which has " +
-                        std::to_string(shard.offsets.size() - 1));
-      }
       Run* run = batch->runs.empty() ? nullptr : &batch->runs.back();
       // Compressed shards are read from their start anyway: one run per shard and batch.
-      if (run && run->shard == ref.shard && (shard.gzip || run->last + 1 == ref.index)) {
+      if (run && run->shard == ref.shard && (shards_->gzip(ref.shard) || run->last + 1 == ref.index)) {
         run->last = ref.index;
       } else {
         batch->runs.push_back(Run{ref.shard, ref.index, ref.index});
       }
     }
     for (Run& run : batch->runs) {
-      const ShardSource& shard = shards_[run.shard];
-      run.start = shard.gzip ? 0 : shard.offsets[run.first];
-      run.end = shard.offsets[run.last + 1];
-      batch->bytes += run.end - run.start;
+      const auto& offsets = shards_->layout(run.shard).offsets;
+      run.start = shards_->gzip(run.shard) ? 0 : offsets[run.first];
+      run.end = offsets[run.last + 1];
     }
-    if (!ahead_.empty() && bytes_ahead_ + batch->bytes > stats_.window_bytes) break;
-    Request(*batch);
-    bytes_ahead_ += batch->bytes;
-    stats_.bytes_fetched += batch->bytes;
     ahead_.push_back(std::move(batch));
-    ++next_batch_;
   }
-  return Status::Ok();
+  return *ahead_[number - first_batch_];
 }
 
-void ShardSampleReader::Request(Batch& batch) {
-  for (Run& run : batch.runs) {
-    const ShardSource& shard = shards_[run.shard];
-    GetOptions get;
-    get.if_match = shard.etag;
-    if (shard.gzip) {
-      run.pieces.push_back(GetBuffer(*shard.store, shard.key, get));
-      continue;
-    }
-    for (uint64_t at = run.start; at < run.end; at += options_.piece_size) {
-      get.range = ByteRange{at, std::min<uint64_t>(run.end, at + options_.piece_size)};
-      run.pieces.push_back(GetBuffer(*shard.store, shard.key, get));
-    }
+std::optional<FetchRange> ShardSampleReader::NextRange() {
+  if (!failed_.ok() || source_batch_ >= batch_bounds_.size()) return std::nullopt;
+  const Batch& batch = EnsureBatch(source_batch_);
+  const Run& run = batch.runs[source_run_];
+  if (++source_run_ == batch.runs.size()) {
+    ++source_batch_;
+    source_run_ = 0;
   }
+  const ShardLocation& shard = shards_->location(run.shard);
+  FetchRange range{shard.store, shard.key, run.start, run.end, false, shard.etag};
+  if (shards_->gzip(run.shard)) range.end.reset();  // offsets count decompressed bytes: read it all
+  return range;
 }
 
 Status ShardSampleReader::Parse(Batch& batch) {
-  // The consumer caught up with the network: the window does not cover the time to first byte at
-  // this rate; double it. The very first batch counts too: it always waits, and waiting for the
-  // second one as well costs a whole request's latency before the pipeline is full.
-  bool waiting = false;
   for (Run& run : batch.runs) {
-    for (auto& piece : run.pieces) waiting |= !piece.ready();
-  }
-  if (waiting) {
-    ++stats_.stalls;
-    stats_.window_bytes = std::min<uint64_t>(options_.max_bytes_ahead, stats_.window_bytes * 2);
-  }
-  ++delivered_batches_;
-  for (Run& run : batch.runs) {
-    const ShardSource& shard = shards_[run.shard];
-    internal::SampleStream stream(shard.url, shard.gzip, run.start);
-    const auto& off = shard.offsets;
+    const ShardLocation& shard = shards_->location(run.shard);
+    const auto& off = shards_->layout(run.shard).offsets;
+    internal::SampleStream stream(shard.url, shards_->gzip(run.shard), run.start);
     auto on_sample = [&](Sample&& sample) -> Status {
       auto it = std::lower_bound(off.begin(), off.end() - 1, sample.offset);
       if (it == off.end() - 1 || *it != sample.offset) {
@@ -140,20 +132,25 @@ Status ShardSampleReader::Parse(Batch& batch) {
                      " from offset " + std::to_string(run.start) + "; if the shard changed after it was indexed, "
                      "rebuild the index: s3stream index " + shard.url + ")");
     };
-    for (auto& piece : run.pieces) {
-      Result<Buffer> bytes = piece.Take();
-      if (!bytes.ok()) return bytes.status();
-      if (Status s = stream.Feed(*bytes, on_sample); !s.ok()) return explain(s);
+    for (bool last = false; !last;) {
+      S3S_ASSIGN_OR_RETURN(std::optional<FetchedPiece> piece, fetcher_.Next());
+      if (!piece || piece->range != runs_parsed_) {
+        return Internal("the range engine delivered " + (piece ? "range " + std::to_string(piece->range) : "nothing") +
+                        " where " + shard.url + " bytes " + std::to_string(run.start) + "- were due");
+      }
+      batch.bytes_taken += piece->data.size();
+      last = piece->last_of_range;
+      if (Status s = stream.Feed(piece->data, on_sample); !s.ok()) return explain(s);
     }
-    run.pieces.clear();
+    ++runs_parsed_;
     if (Status s = stream.Finish(on_sample); !s.ok()) return explain(s);
   }
   for (size_t i = batch.begin; i < batch.end; ++i) {
     if (!batch.samples.count(RefKey(refs_[i].shard, refs_[i].index))) {
-      const ShardSource& shard = shards_[refs_[i].shard];
+      const ShardLocation& shard = shards_->location(refs_[i].shard);
       return Corrupt(shard.url + " changed since it was indexed: sample " + std::to_string(refs_[i].index) +
-                     " (offset " + std::to_string(shard.offsets[refs_[i].index]) + ") is missing; rebuild the index "
-                     "(s3stream index " + shard.url + ")");
+                     " (offset " + std::to_string(shards_->layout(refs_[i].shard).offsets[refs_[i].index]) +
+                     ") is missing; rebuild the index (s3stream index " + shard.url + ")");
     }
   }
   batch.parsed = true;
@@ -162,10 +159,8 @@ Status ShardSampleReader::Parse(Batch& batch) {
 
 Result<std::optional<PlannedSample>> ShardSampleReader::Next() {
   if (!failed_.ok()) return failed_;
-  for (;;) {
-    if (Status s = Fill(); !s.ok()) return failed_ = s;
-    if (ahead_.empty()) return std::optional<PlannedSample>();
-    Batch& batch = *ahead_.front();
+  while (first_batch_ < batch_bounds_.size()) {
+    Batch& batch = EnsureBatch(first_batch_);
     if (!batch.parsed) {
       if (Status s = Parse(batch); !s.ok()) return failed_ = s;
     }
@@ -177,9 +172,11 @@ Result<std::optional<PlannedSample>> ShardSampleReader::Next() {
       out.sample = batch.samples.at(RefKey(refs_[i].shard, refs_[i].index));
       return std::optional<PlannedSample>(std::move(out));
     }
-    bytes_ahead_ -= batch.bytes;
+    fetcher_.Release(batch.bytes_taken);  // delivered: its bytes no longer count against read-ahead
     ahead_.pop_front();
+    ++first_batch_;
   }
+  return std::optional<PlannedSample>();
 }
 
 }  // namespace s3stream

@@ -6,11 +6,11 @@
 
 namespace s3stream::internal {
 
-bool IsRetryableHttp(int http_status, const std::string& s3_code) {
+bool IsRetryableHttp(int http_status, const std::string& error_code) {
   if (http_status == 500 || http_status == 502 || http_status == 503 || http_status == 504) return true;
   if (http_status == 429) return true;  // some S3-compatible stores throttle with 429
-  return s3_code == "SlowDown" || s3_code == "RequestTimeout" || s3_code == "InternalError" ||
-         s3_code == "ServiceUnavailable";
+  return error_code == "SlowDown" || error_code == "RequestTimeout" || error_code == "InternalError" ||
+         error_code == "ServiceUnavailable";
 }
 
 std::chrono::milliseconds RetryPolicy::Backoff(int attempt) const {

@@ -15,7 +15,7 @@ struct AttemptFailure {
 };
 
 // HTTP statuses and S3 error codes that S3 documents as transient.
-bool IsRetryableHttp(int http_status, const std::string& s3_code);
+bool IsRetryableHttp(int http_status, const std::string& error_code);
 
 class RetryPolicy {
  public:

@@ -64,7 +64,7 @@ Result<ObjectUri> LocalFile(std::string_view uri, std::string_view path) {
   // Lexical only: the file need not exist yet (writers), and symlinks are the user's business.
   std::string normal = p.lexically_normal().string();
   ObjectUri out;
-  out.scheme = Scheme::kFile;
+  out.scheme = "file";
   out.key = normal.substr(1);  // drop the leading '/': the store root is "/"
   return out;
 }
@@ -79,9 +79,7 @@ Result<ObjectUri> ObjectUri::Parse(std::string_view uri) {
     size_t colon = uri.find(':');
     if (colon != std::string_view::npos && IsScheme(uri.substr(0, colon)) &&
         uri.substr(0, colon).find('/') == std::string_view::npos) {
-      std::string scheme = ToLower(uri.substr(0, colon));
-      if (scheme == "s3" || scheme == "file") return BadUri(uri, "'" + scheme + ":' must be followed by '//'");
-      return BadUri(uri, "unsupported scheme '" + scheme + "' (supported: s3://, file://, local paths)");
+      return BadUri(uri, "'" + ToLower(uri.substr(0, colon)) + ":' must be followed by '//'");
     }
     return LocalFile(uri, uri);
   }
@@ -94,17 +92,15 @@ Result<ObjectUri> ObjectUri::Parse(std::string_view uri) {
     if (!rest.starts_with("/")) return BadUri(uri, "a file URI needs an absolute path, as in file:///data/x");
     return LocalFile(uri, rest);
   }
-  if (scheme != "s3") {
-    return BadUri(uri, "unsupported scheme '" + scheme + "://' (supported: s3://, file://, or a plain path)");
-  }
-
   size_t slash = rest.find('/');
   std::string_view bucket = rest.substr(0, slash);
   if (bucket.empty()) return BadUri(uri, "the bucket name is missing");
-  Status valid = ValidateBucketName(bucket);
-  if (!valid.ok()) return BadUri(uri, valid.message());
+  if (scheme == "s3") {
+    Status valid = ValidateBucketName(bucket);
+    if (!valid.ok()) return BadUri(uri, valid.message());
+  }
   ObjectUri out;
-  out.scheme = Scheme::kS3;
+  out.scheme = scheme;
   out.bucket = std::string(bucket);
   // Verbatim: '%', '+', spaces and unicode are part of the key; encoding happens per request.
   if (slash != std::string_view::npos) out.key = std::string(rest.substr(slash + 1));
@@ -112,8 +108,8 @@ Result<ObjectUri> ObjectUri::Parse(std::string_view uri) {
 }
 
 std::string ObjectUri::ToString() const {
-  if (scheme == Scheme::kFile) return "file:///" + key;
-  return "s3://" + bucket + "/" + key;
+  if (scheme == "file") return "file:///" + key;
+  return scheme + "://" + bucket + "/" + key;
 }
 
 ObjectUri ObjectUri::WithKey(std::string new_key) const {

@@ -20,7 +20,7 @@ class ClientLifetime : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NE(std::getenv("S3STREAM_TEST_ENDPOINT"), nullptr) << "run through tests/cpp/with_moto.sh";
-    auto store = NewClient()->StoreFor(ObjectUri::Parse("s3://conformance/").value());
+    auto store = NewClient()->Locate("s3://conformance/", /*need_key=*/false).value().store;
     ASSERT_TRUE(store->Put("lifetime.bin", Buffer::CopyOf(std::string(4 << 20, 'z'))).Take().ok());
   }
 };
@@ -30,7 +30,7 @@ TEST_F(ClientLifetime, LastReferenceDroppedWhileRequestsRun) {
     std::vector<Future<Result<Buffer>>> gets;
     {
       auto client = NewClient();
-      auto store = client->StoreFor(ObjectUri::Parse("s3://conformance/").value());
+      auto store = client->Locate("s3://conformance/", /*need_key=*/false).value().store;
       for (int i = 0; i < 8; ++i) gets.push_back(GetBuffer(*store, "lifetime.bin"));
     }  // client and store gone: the requests hold the last references
     for (auto& g : gets) {
@@ -45,7 +45,7 @@ TEST_F(ClientLifetime, LastReferenceDroppedWhileRequestsRun) {
 
 TEST_F(ClientLifetime, DestroyedFromTheCallerCancelsPromptly) {
   auto client = NewClient();
-  auto store = client->StoreFor(ObjectUri::Parse("s3://conformance/").value());
+  auto store = client->Locate("s3://conformance/", /*need_key=*/false).value().store;
   std::vector<Future<Result<Buffer>>> gets;
   for (int i = 0; i < 16; ++i) gets.push_back(GetBuffer(*store, "lifetime.bin"));
   // Hold the futures, drop every owner of the transport except the in-flight requests.

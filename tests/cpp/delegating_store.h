@@ -1,5 +1,6 @@
-// A store that forwards to another and lets a test watch or sabotage calls: counts GETs and the
-// most in flight at once, and can fail UploadPart.
+// A store that forwards to another and lets a test watch or sabotage calls: counts GETs, the most
+// in flight at once and the body bytes they deliver, can delay GETs and fail UploadPart. A
+// decorator like the ones Client hooks install (the disk cache will be one).
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@ class DelegatingStore : public ObjectStore {
   explicit DelegatingStore(std::shared_ptr<ObjectStore> inner) : inner_(std::move(inner)) {}
 
   std::atomic<int> gets{0};
+  std::atomic<uint64_t> bytes{0};  // body bytes delivered by GETs
   std::atomic<int> inflight{0};
   std::atomic<int> max_inflight{0};
   std::atomic<int> aborts{0};
@@ -26,13 +28,22 @@ class DelegatingStore : public ObjectStore {
   std::atomic<int> get_delay_ms{0};      // a time to first byte for every GET
   std::function<void(int nth_get)> before_get;  // set before use; runs first in every Get (1-based)
 
+  // Like the real drivers, it may be destroyed by its own thread (a GET's sink held the last
+  // reference): that thread is done with the store by then, and is detached instead of joined.
   ~DelegatingStore() override {
     std::lock_guard<std::mutex> lock(threads_mu_);
-    for (auto& t : threads_) t.join();
+    for (auto& t : threads_) {
+      if (t.get_id() == std::this_thread::get_id()) {
+        t.detach();
+      } else {
+        t.join();
+      }
+    }
   }
 
   std::string Describe(const std::string& key) const override { return inner_->Describe(key); }
   Future<Status> Get(const std::string& key, const GetOptions& options, std::shared_ptr<BodySink> sink) override {
+    sink = std::make_shared<CountingSink>(std::move(sink), &bytes);
     const int nth = ++gets;
     if (before_get) before_get(nth);
     int now = ++inflight;
@@ -77,6 +88,20 @@ class DelegatingStore : public ObjectStore {
   }
 
  private:
+  class CountingSink final : public BodySink {
+   public:
+    CountingSink(std::shared_ptr<BodySink> inner, std::atomic<uint64_t>* bytes) : inner_(std::move(inner)), bytes_(bytes) {}
+    Status OnStart(const GetStart& start) override { return inner_->OnStart(start); }
+    Status OnData(std::span<const uint8_t> data) override {
+      *bytes_ += data.size();
+      return inner_->OnData(data);
+    }
+
+   private:
+    std::shared_ptr<BodySink> inner_;
+    std::atomic<uint64_t>* bytes_;
+  };
+
   std::shared_ptr<ObjectStore> inner_;
   std::mutex threads_mu_;
   std::vector<std::thread> threads_;

@@ -1,6 +1,6 @@
 // The file driver: the shared conformance suite over a temporary directory, plus what only a local
 // directory can show (paths on disk, temp files, staging directories, symlinks, permissions).
-#include "store/file_store.h"
+#include "store/file/file_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

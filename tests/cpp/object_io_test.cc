@@ -2,14 +2,18 @@
 // boundaries, read-ahead, the memory bound, and abort semantics.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "delegating_store.h"
+#include "test_dir.h"
 #include "s3stream/object_reader.h"
 #include "s3stream/object_writer.h"
-#include "store/file_store.h"
+#include "s3stream/range_fetcher.h"
+#include "store/file/file_store.h"
 
 namespace s3stream {
 namespace {
@@ -20,10 +24,7 @@ using testing::DelegatingStore;
 class ObjectIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("s3stream-io-" + std::to_string(getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = testing::FreshTestDir("s3stream-io");
     store_ = std::make_shared<DelegatingStore>(MakeFileStore(root_.string()));
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -45,22 +46,29 @@ class ObjectIoTest : public ::testing::Test {
   std::shared_ptr<DelegatingStore> store_;
 };
 
-TEST_F(ObjectIoTest, GetInPartsFetchesThePartsAtOnce) {
+FetchRange Whole(std::shared_ptr<ObjectStore> store, std::string key) {
+  FetchRange range;
+  range.store = std::move(store);
+  range.key = std::move(key);
+  return range;
+}
+
+TEST_F(ObjectIoTest, FetchWholeFetchesThePiecesAtOnce) {
   const std::string data = WriteFile("obj", 700'001);
   store_->get_delay_ms = 50;
-  Result<Buffer> got = GetBufferInParts(store_, "obj", {}, 100'000).Take();
+  Result<Buffer> got = FetchWhole(Whole(store_, "obj"), 100'000).Take();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->view(), data);
   EXPECT_EQ(store_->gets.load(), 8);  // the first part, then 7 more
   EXPECT_GE(store_->max_inflight.load(), 7);  // all requested as soon as the size was known
 }
 
-TEST_F(ObjectIoTest, GetInPartsFailsWhenTheObjectIsReplacedBetweenParts) {
+TEST_F(ObjectIoTest, FetchWholeFailsWhenTheObjectIsReplacedBetweenPieces) {
   WriteFile("obj", 500'000);
   store_->before_get = [this](int nth) {
     if (nth == 2) WriteFile("obj", 500'001);  // after the first part pinned the ETag
   };
-  Result<Buffer> got = GetBufferInParts(store_, "obj", {}, 100'000).Take();
+  Result<Buffer> got = FetchWhole(Whole(store_, "obj"), 100'000).Take();
   EXPECT_EQ(got.status().code(), StatusCode::kPreconditionFailed) << got.status().ToString();
 }
 
@@ -83,16 +91,51 @@ TEST_F(ObjectIoTest, SequentialReadAcrossChunks) {
   EXPECT_EQ(store_->gets.load(), 11);  // each chunk fetched once
 }
 
-TEST_F(ObjectIoTest, ReadAheadKeepsSeveralChunksInFlight) {
+TEST_F(ObjectIoTest, ReadAheadGrowsWhileTheConsumerWaitsForTheNetwork) {
   WriteFile("obj", 64 * 1000);
+  store_->get_delay_ms = 20;  // a time to first byte the consumer keeps running into
   ReaderOptions options;
   options.chunk_size = 1000;
   options.prefetch_chunks = 8;
   auto reader = std::move(ObjectReader::Open(store_, "obj", options).value());
   std::vector<uint8_t> piece(1000);
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(reader->Read(piece).ok());
-  // After a few sequential chunks the window has grown: more chunks requested than consumed.
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(reader->Read(piece).ok());
+  // The window doubled from 2 chunks to its bound of 1 + 8: more chunks requested than consumed.
+  EXPECT_EQ(reader->stats().window_bytes, 9000u);
   EXPECT_GT(store_->gets.load(), 8);
+  EXPECT_GE(store_->max_inflight.load(), 5);
+}
+
+TEST_F(ObjectIoTest, ReadAheadStaysSmallForAConsumerSlowerThanTheNetwork) {
+  WriteFile("obj", 10 * 1000);
+  store_->get_delay_ms = 10;
+  ReaderOptions options;
+  options.chunk_size = 1000;
+  options.prefetch_chunks = 8;
+  auto reader = std::move(ObjectReader::Open(store_, "obj", options).value());
+  std::vector<uint8_t> piece(1000);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(reader->Read(piece).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // slower than a request
+  }
+  EXPECT_EQ(reader->stats().stalls, 1u);  // the first chunk only
+  EXPECT_EQ(reader->stats().window_bytes, 4000u);
+  EXPECT_EQ(store_->gets.load(), 10);
+}
+
+TEST_F(ObjectIoTest, ForwardSeekWithinTheReadAheadKeepsIt) {
+  const std::string data = WriteFile("obj", 30 * 1000);
+  store_->get_delay_ms = 20;  // the first read waits: the window doubles to 4 chunks
+  ReaderOptions options;
+  options.chunk_size = 1000;
+  options.prefetch_chunks = 8;
+  auto reader = std::move(ObjectReader::Open(store_, "obj", options).value());
+  std::vector<uint8_t> buf(10);
+  ASSERT_TRUE(reader->Read(buf).ok());  // chunks 0 and 1 requested
+  reader->Seek(1500);                   // inside chunk 1: no new request for it
+  ASSERT_EQ(reader->Read(buf).value(), 10u);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf.data()), 10), data.substr(1500, 10));
+  EXPECT_EQ(store_->gets.load(), 5);  // chunks 0-1, then 2-4 as the window (doubled by the first wait) refills
 }
 
 TEST_F(ObjectIoTest, RandomSeeksMatchTheSource) {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "store/s3_errors.h"
+#include "store/s3/s3_errors.h"
 
 namespace s3stream::internal {
 namespace {

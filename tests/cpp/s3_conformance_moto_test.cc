@@ -28,7 +28,7 @@ std::shared_ptr<Client> TestClient() {
   return client;
 }
 
-std::shared_ptr<ObjectStore> Bucket() { return TestClient()->StoreFor(ObjectUri::Parse("s3://conformance/").value()); }
+std::shared_ptr<ObjectStore> Bucket() { return TestClient()->Locate("s3://conformance/", /*need_key=*/false).value().store; }
 
 void EmptyBucket() {
   auto store = Bucket();

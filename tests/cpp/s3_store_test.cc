@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fake_transport.h"
-#include "store/s3_store.h"
+#include "store/s3/s3_store.h"
 
 namespace s3stream {
 namespace {

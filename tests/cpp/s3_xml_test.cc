@@ -1,4 +1,4 @@
-#include "store/s3_xml.h"
+#include "store/s3/s3_xml.h"
 
 #include <gtest/gtest.h>
 

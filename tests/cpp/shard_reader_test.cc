@@ -10,10 +10,11 @@
 #include <set>
 
 #include "delegating_store.h"
+#include "test_dir.h"
 #include "s3stream/shard_index.h"
 #include "s3stream/shard_reader.h"
 #include "s3stream/tar.h"
-#include "store/file_store.h"
+#include "store/file/file_store.h"
 
 namespace s3stream {
 namespace {
@@ -28,10 +29,7 @@ std::string Payload(int shard, int i) {
 class ShardPipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("s3stream-shards-" + std::to_string(getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = testing::FreshTestDir("s3stream-shards");
     store_ = MakeFileStore(root_.string());
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -69,18 +67,28 @@ class ShardPipelineTest : public ::testing::Test {
     return out;
   }
 
-  ShardSource Source(const std::string& name) {
+  // A shard as the pipeline sees it: where it is and its index.
+  struct Shard {
+    ShardLocation location;
+    ShardLayout layout;
+  };
+
+  Shard Index(const std::string& name) {
     ReaderOptions small;
     small.chunk_size = 64 << 10;  // many chunks per shard
     ShardIndex index = BuildShardIndex(store_, name, small).value();
-    ShardSource s;
-    s.store = store_;
-    s.key = name;
-    s.url = store_->Describe(name);
-    s.etag = index.object.etag;
-    s.offsets = index.offsets;
-    s.gzip = index.gzip;
-    return s;
+    return Shard{ShardLocation{store_, name, store_->Describe(name), index.object.etag},
+                 ShardLayout{index.offsets, !index.gzip}};
+  }
+
+  static std::shared_ptr<const ShardSet> Set(const std::vector<Shard>& shards) {
+    std::vector<ShardLocation> locations;
+    std::vector<ShardLayout> layouts;
+    for (const Shard& s : shards) {
+      locations.push_back(s.location);
+      layouts.push_back(s.layout);
+    }
+    return std::make_shared<const ShardSet>(std::move(locations), std::move(layouts));
   }
 
   fs::path root_;
@@ -120,12 +128,11 @@ class ExactlyOnceRead : public ShardPipelineTest, public ::testing::WithParamInt
 
 TEST_P(ExactlyOnceRead, EveryRankAndWorkerTogetherReadEachSampleOnce) {
   const Layout& l = GetParam();
-  std::vector<ShardSource> sources;
-  std::vector<ShardLayout> layouts;
+  std::vector<Shard> shards;
   for (size_t s = 0; s < l.samples.size(); ++s) {
-    sources.push_back(Source(MakeShard(s, l.samples[s], l.gzip_last && s + 1 == l.samples.size())));
-    layouts.push_back(ShardLayout{sources.back().offsets, !sources.back().gzip});
+    shards.push_back(Index(MakeShard(s, l.samples[s], l.gzip_last && s + 1 == l.samples.size())));
   }
+  auto set = Set(shards);
   std::map<std::string, int> seen;
   size_t per_rank = 0;
   for (int rank = 0; rank < l.world; ++rank) {
@@ -135,14 +142,14 @@ TEST_P(ExactlyOnceRead, EveryRankAndWorkerTogetherReadEachSampleOnce) {
     o.batch_size = l.batch;
     o.chunk_bytes = 40'000;
     o.seed = 3;
-    EpochPlan plan = EpochPlan::Make(layouts, o).value();
+    EpochPlan plan = EpochPlan::Make(set->layouts(), o).value();
     per_rank = plan.samples_per_rank();
     std::vector<uint64_t> delivered_positions;
     for (int w = 0; w < l.workers; ++w) {
       ShardReaderOptions ro;
       ro.piece_size = 16 << 10;  // runs split into several pieces
       ro.max_bytes_ahead = 100 << 10;
-      ShardSampleReader reader(sources, plan, w, l.workers, 0, ro);
+      ShardSampleReader reader(set, plan, w, l.workers, 0, ro);
       for (;;) {
         auto next = reader.Next();
         ASSERT_TRUE(next.ok()) << next.status().ToString();
@@ -176,20 +183,21 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ExactlyOnceRead,
 // A consumer that keeps finding its data still on the wire widens the read-ahead window; one that
 // is slower than the network widens it once, for its first batch (which always waits), and no more.
 TEST_F(ShardPipelineTest, ReadAheadWindowGrowsOnlyWhenTheConsumerWaits) {
-  ShardSource base = Source(MakeShard(0, 400));
+  const Shard base = Index(MakeShard(0, 400));
   auto run = [&](std::chrono::milliseconds consumer_delay) {
     auto slow = std::make_shared<testing::DelegatingStore>(store_);
     slow->get_delay_ms = 20;
-    ShardSource source = base;
-    source.store = slow;
+    Shard shard = base;
+    shard.location.store = slow;
+    auto set = Set({shard});
     PlanOptions o;
     o.shuffle = false;
     o.batch_size = 10;
-    EpochPlan plan = EpochPlan::Make({ShardLayout{source.offsets}}, o).value();
+    EpochPlan plan = EpochPlan::Make(set->layouts(), o).value();
     ShardReaderOptions ro;
     ro.piece_size = 256 << 10;  // initial window: two pieces, about three batches
     ro.max_bytes_ahead = 8 << 20;
-    ShardSampleReader reader({source}, plan, 0, 1, 0, ro);
+    ShardSampleReader reader(set, plan, 0, 1, 0, ro);
     size_t n = 0;
     for (;;) {
       auto next = reader.Next();
@@ -209,11 +217,11 @@ TEST_F(ShardPipelineTest, ReadAheadWindowGrowsOnlyWhenTheConsumerWaits) {
 }
 
 TEST_F(ShardPipelineTest, ChangedShardIsDetected) {
-  ShardSource source = Source(MakeShard(0, 20));
+  auto set = Set({Index(MakeShard(0, 20))});
   MakeShard(0, 25);  // rewritten: new ETag
   PlanOptions o;
-  EpochPlan plan = EpochPlan::Make({ShardLayout{source.offsets}}, o).value();
-  ShardSampleReader reader({source}, plan, 0, 1, 0);
+  EpochPlan plan = EpochPlan::Make(set->layouts(), o).value();
+  ShardSampleReader reader(set, plan, 0, 1, 0);
   auto next = reader.Next();
   ASSERT_FALSE(next.ok());
   EXPECT_EQ(next.status().code(), StatusCode::kPreconditionFailed);
@@ -221,14 +229,15 @@ TEST_F(ShardPipelineTest, ChangedShardIsDetected) {
 }
 
 TEST_F(ShardPipelineTest, StaleIndexWithoutEtagIsCorrupt) {
-  ShardSource source = Source(MakeShard(0, 20));
-  source.etag.clear();
-  for (auto& o : source.offsets) o += 512;  // an index for some other layout
-  source.offsets[0] = 0;
+  Shard shard = Index(MakeShard(0, 20));
+  shard.location.etag.clear();
+  for (auto& o : shard.layout.offsets) o += 512;  // an index for some other layout
+  shard.layout.offsets[0] = 0;
+  auto set = Set({shard});
   PlanOptions o;
   o.shuffle = false;
-  EpochPlan plan = EpochPlan::Make({ShardLayout{source.offsets}}, o).value();
-  ShardSampleReader reader({source}, plan, 0, 1, 0);
+  EpochPlan plan = EpochPlan::Make(set->layouts(), o).value();
+  ShardSampleReader reader(set, plan, 0, 1, 0);
   Status status;
   for (;;) {
     auto next = reader.Next();

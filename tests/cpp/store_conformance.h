@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "s3stream/object_store.h"
+#include "s3stream/range_fetcher.h"
 
 namespace s3stream {
 
@@ -339,7 +340,20 @@ TEST_P(StoreConformanceTest, ClampedRangeEndsAtTheObject) {
   EXPECT_TRUE(HasCode(GetWith(key, past, std::make_shared<conformance::RecordingSink>()), StatusCode::kOutOfRange));
 }
 
-TEST_P(StoreConformanceTest, GetInPartsAssemblesTheObject) {
+// The range engine's FetchWhole over this driver: parallel pieces into one Buffer.
+inline Future<Result<Buffer>> FetchInPieces(std::shared_ptr<ObjectStore> store, const std::string& key,
+                                            std::optional<ByteRange> range, uint64_t piece) {
+  FetchRange r;
+  r.store = std::move(store);
+  r.key = key;
+  if (range) {
+    r.start = range->start;
+    r.end = range->end;
+  }
+  return FetchWhole(std::move(r), piece);
+}
+
+TEST_P(StoreConformanceTest, FetchWholeAssemblesTheObjectFromPieces) {
   const std::string key = "parts/object.bin";
   const std::string data = Bytes(3 * conformance::kMiB + 17, 4);
   const uint64_t n = data.size();
@@ -362,20 +376,16 @@ TEST_P(StoreConformanceTest, GetInPartsAssemblesTheObject) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key + " [" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")");
-    GetOptions options;
-    options.range = c.range;
-    Result<Buffer> got = conformance::Await(GetBufferInParts(store_, c.key, options, part), "GetBufferInParts");
+    Result<Buffer> got = conformance::Await(FetchInPieces(store_, c.key, c.range, part), "FetchWhole");
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_TRUE(SameBytes(std::string(got->view()), std::string_view(data).substr(c.begin, c.end - c.begin)));
   }
   for (const ByteRange& range : {ByteRange{0, n + 1}, ByteRange{n + 1, std::nullopt}}) {
-    GetOptions options;
-    options.range = range;
-    Result<Buffer> got = conformance::Await(GetBufferInParts(store_, key, options, part), "GetBufferInParts");
+    Result<Buffer> got = conformance::Await(FetchInPieces(store_, key, range, part), "FetchWhole");
     EXPECT_TRUE(HasCode(got.status(), StatusCode::kOutOfRange)) << got.status().ToString();
     EXPECT_NE(got.status().message().find(key), std::string::npos) << got.status().message();
   }
-  Result<Buffer> missing = conformance::Await(GetBufferInParts(store_, "parts/missing", {}, part), "GetBufferInParts");
+  Result<Buffer> missing = conformance::Await(FetchInPieces(store_, "parts/missing", std::nullopt, part), "FetchWhole");
   EXPECT_TRUE(HasCode(missing.status(), StatusCode::kNotFound));
 }
 
@@ -764,23 +774,6 @@ TEST_P(StoreConformanceTest, SinkErrorAbortsTheGet) {
   auto got = GetString(key);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->size(), 3 * conformance::kMiB);
-}
-
-TEST_P(StoreConformanceTest, GetIntoUsesTheCallersBuffer) {
-  const std::string key = "into/object.bin";
-  const std::string data = Bytes(10000, 51);
-  ASSERT_TRUE(Put(key, data).ok());
-  Buffer buffer = Buffer::Allocate(data.size());
-  auto got = conformance::Await(GetInto(store(), key, {}, buffer), "GetInto");
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(got->data(), buffer.data()) << "no copy into a new buffer";
-  EXPECT_TRUE(SameBytes(got->view(), data));
-
-  Buffer small = Buffer::Allocate(100);
-  got = conformance::Await(GetInto(store(), key, {}, small), "GetInto");
-  EXPECT_FALSE(got.ok());
-  EXPECT_TRUE(got.status().code() == StatusCode::kOutOfRange || got.status().code() == StatusCode::kInternal)
-      << got.status().ToString();
 }
 
 TEST_P(StoreConformanceTest, ManyConcurrentGets) {

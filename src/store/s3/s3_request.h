@@ -9,8 +9,8 @@
 #include "http/transport.h"
 #include "s3stream/config.h"
 #include "store/retry_policy.h"
-#include "store/s3_errors.h"
-#include "store/sigv4.h"
+#include "store/s3/s3_errors.h"
+#include "store/s3/sigv4.h"
 
 namespace s3stream::internal {
 

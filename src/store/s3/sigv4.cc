@@ -1,4 +1,4 @@
-#include "store/sigv4.h"
+#include "store/s3/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "s3stream/object_store.h"
-#include "store/s3_request.h"
+#include "store/s3/s3_request.h"
 
 namespace s3stream::internal {
 

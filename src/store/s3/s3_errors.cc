@@ -1,4 +1,4 @@
-#include "store/s3_errors.h"
+#include "store/s3/s3_errors.h"
 
 namespace s3stream::internal {
 namespace {
@@ -56,7 +56,7 @@ AttemptFailure ClassifyHttpError(int http_status, std::string_view body, const E
   } else {
     f.status = Internal(ctx.op + " " + ctx.object + ": unexpected response " + detail);
   }
-  f.status.set_http(http_status, code);
+  f.status.set_server_detail(http_status, code);
   return f;
 }
 
@@ -78,7 +78,7 @@ Status GiveUp(const AttemptFailure& last, int attempts, const ErrorContext& ctx)
                                    (attempts == 1 ? " attempt" : " attempts") +
                                    "; raise max_attempts, or check that endpoint_url " + ctx.endpoint +
                                    " is right and the server is up)");
-  s.set_http(last.status.http_status(), last.status.s3_code());
+  s.set_server_detail(last.status.http_status(), last.status.error_code());
   return s;
 }
 

@@ -1,4 +1,4 @@
-#include "store/s3_store.h"
+#include "store/s3/s3_store.h"
 
 #include <ctime>
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "store/retry_policy.h"
-#include "store/s3_xml.h"
+#include "store/s3/s3_xml.h"
 
 namespace s3stream::internal {
 

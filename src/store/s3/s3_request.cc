@@ -1,4 +1,4 @@
-#include "store/s3_request.h"
+#include "store/s3/s3_request.h"
 
 namespace s3stream::internal {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "store/s3_store.h"
+#include "store/s3/s3_store.h"
 
 namespace s3stream::internal {
 namespace {

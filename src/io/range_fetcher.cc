@@ -1,0 +1,401 @@
+#include "s3stream/range_fetcher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "store/buffer_sink.h"
+
+namespace s3stream {
+namespace {
+
+using internal::BufferSink;
+
+std::string RangeText(uint64_t start, std::optional<uint64_t> end) {
+  return std::to_string(start) + "-" + (end ? std::to_string(*end) : std::string("end"));
+}
+
+// What the pieces of one range share: the range's end and ETag pin, final once known. A range
+// with a fixed end is known from the start (pinned to the caller's ETag, if any); an open one (no
+// end, or one to clamp) learns both from its first piece's response, on the store's thread.
+class RangePlan {
+ public:
+  explicit RangePlan(FetchRange range) : range_(std::move(range)), object_(range_.store->Describe(range_.key)) {
+    if (range_.end && !range_.clamp_end) {
+      known_ = true;
+      end_ = *range_.end;
+      etag_ = range_.etag;
+    }
+  }
+
+  const FetchRange& range() const { return range_; }
+  const std::string& object() const { return object_; }
+
+  // The end and the pin, when known (then final).
+  bool Known(uint64_t* end, std::string* etag) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!known_) return false;
+    *end = end_;
+    *etag = etag_;
+    return true;
+  }
+
+  // The first piece's response: fixes the end (checked against the object's size) and the pin.
+  Status Learn(const GetStart& start) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (known_) return Status::Ok();
+    const uint64_t from = range_.start;
+    uint64_t end = start.object_size;
+    if (range_.end) {
+      end = *range_.end;
+      if (end > start.object_size) {
+        if (!range_.clamp_end) {
+          return OutOfRange("byte range " + RangeText(from, range_.end) + " is outside " + object_ + " (" +
+                            std::to_string(start.object_size) + " bytes)");
+        }
+        end = std::max(from, start.object_size);
+      }
+    }
+    if (from > end) {
+      return OutOfRange("byte range " + RangeText(from, range_.end) + " is outside " + object_ + " (" +
+                        std::to_string(start.object_size) + " bytes)");
+    }
+    end_ = end;
+    etag_ = range_.etag.empty() ? start.etag : range_.etag;
+    known_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  const FetchRange range_;
+  const std::string object_;
+  mutable std::mutex mu_;
+  bool known_ = false;
+  uint64_t end_ = 0;
+  std::string etag_;
+};
+
+// A planned piece's response must announce exactly the bytes asked for.
+Status CheckPlanned(const std::string& object, uint64_t offset, uint64_t planned, const GetStart& start) {
+  if (start.content_length == planned) return Status::Ok();
+  return Internal(object + ": asked for " + std::to_string(planned) + " bytes at offset " + std::to_string(offset) +
+                  ", the store announced " + std::to_string(start.content_length));
+}
+
+// FetchWhole's state: one Buffer, written by every piece into its own slice, so the bytes need no
+// lock. Pieces are not cancelled when one fails: the result waits for all of them.
+class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
+ public:
+  WholeFetch(FetchRange range, uint64_t piece_size) : plan_(std::move(range)), piece_size_(piece_size) {}
+
+  Future<Result<Buffer>> Start() {
+    const FetchRange& r = plan_.range();
+    GetOptions first;
+    first.if_match = r.etag;
+    first.range = ByteRange{r.start, r.end};
+    if (!r.end || *r.end > r.start + piece_size_) {
+      // The size is not known yet: ask for "up to" one piece; its response tells the rest.
+      first.range = ByteRange{r.start, r.start + piece_size_};
+      first.clamp_end = true;
+    } else {
+      first.clamp_end = r.clamp_end;
+    }
+    pending_ = 1;
+    auto self = shared_from_this();
+    Issue(first, [self](const GetStart& start) { return self->OnFirstStart(start); });
+    return promise_.future();
+  }
+
+ private:
+  void Issue(const GetOptions& options, BufferSink::Prepare prepare) {
+    auto sink = std::make_shared<BufferSink>(plan_.object(), std::move(prepare));
+    auto self = shared_from_this();
+    plan_.range().store->Get(plan_.range().key, options, sink).Then([self, sink](const Status& status) {
+      self->PieceDone(status.ok() ? sink->Finish().status() : status);
+    });
+  }
+
+  // The first response: the size is known; allocate the whole Buffer and request the rest.
+  Result<Buffer> OnFirstStart(const GetStart& start) {
+    S3S_RETURN_IF_ERROR(plan_.Learn(start));
+    uint64_t end = 0;
+    std::string etag;
+    plan_.Known(&end, &etag);
+    const uint64_t from = plan_.range().start;
+    const uint64_t total = end - from;
+    if (start.content_length > total) {
+      return Internal(plan_.object() + ": the store announced " + std::to_string(start.content_length) +
+                      " bytes for a range of " + std::to_string(total));
+    }
+    std::vector<std::pair<GetOptions, uint64_t>> rest;  // options, offset in the Buffer
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      whole_ = Buffer::Allocate(total);
+      whole_.resize(total);
+      for (uint64_t at = start.content_length; at < total; at += piece_size_) {
+        GetOptions part;
+        part.range = ByteRange{from + at, from + std::min(total, at + piece_size_)};
+        part.if_match = etag;
+        rest.emplace_back(std::move(part), at);
+      }
+      pending_ += rest.size();
+    }
+    for (auto& [options, at] : rest) {
+      const uint64_t planned = *options.range->end - options.range->start;
+      auto self = shared_from_this();
+      Issue(options, [self, at = at, planned](const GetStart& s) -> Result<Buffer> {
+        S3S_RETURN_IF_ERROR(CheckPlanned(self->plan_.object(), self->plan_.range().start + at, planned, s));
+        return self->Slice(at);
+      });
+    }
+    return Slice(0);
+  }
+
+  // An empty view at `at` whose room runs to the end of the whole Buffer: a piece appends its bytes
+  // there (BufferSink stops it at the count it announced).
+  Buffer Slice(uint64_t at) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return whole_.Slice(at, 0);
+  }
+
+  void PieceDone(const Status& status) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!status.ok() && error_.ok()) error_ = status;
+    if (--pending_ > 0) return;
+    lock.unlock();
+    if (!error_.ok()) return promise_.Set(error_);
+    if (!whole_.valid()) whole_ = Buffer::Allocate(0);  // a driver that never called OnStart
+    promise_.Set(std::move(whole_));
+  }
+
+  RangePlan plan_;
+  const uint64_t piece_size_;
+  Promise<Result<Buffer>> promise_;
+  std::mutex mu_;
+  Buffer whole_;
+  size_t pending_ = 0;
+  Status error_;
+};
+
+}  // namespace
+
+Future<Result<Buffer>> FetchWhole(FetchRange range, uint64_t piece_size) {
+  if (piece_size == 0 || !range.store) {
+    return Future<Result<Buffer>>::Ready(InvalidArgument("FetchWhole needs a store and a positive piece size"));
+  }
+  return std::make_shared<WholeFetch>(std::move(range), piece_size)->Start();
+}
+
+// ---- RangeFetcher
+
+// Completion of the pieces, shared with their callbacks on the store's threads (outlives the fetcher).
+struct RangeFetcher::Shared {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+struct RangeFetcher::Piece {
+  struct Result {  // set under Shared::mu when the GET completed
+    bool done = false;
+    Status status;
+    Buffer data;
+  };
+  uint64_t offset = 0;
+  uint64_t charge = 0;  // bytes counted against the window for it
+  std::shared_ptr<Result> result;
+  std::shared_ptr<std::atomic<bool>> cancelled;
+};
+
+struct RangeFetcher::Cursor {
+  uint64_t index = 0;
+  std::shared_ptr<RangePlan> plan;
+  uint64_t next = 0;         // the next byte to request
+  bool first_issued = false;
+  bool known = false;        // end and etag below are final
+  uint64_t end = 0;
+  std::string etag;
+  std::deque<Piece> pieces;  // requested, not yet delivered
+
+  bool Refresh() {
+    if (!known) known = plan->Known(&end, &etag);
+    return known;
+  }
+  bool FullyIssued() { return Refresh() && next >= end && (first_issued || end == next); }
+};
+
+RangeFetcher::RangeFetcher(Source source, FetchOptions options)
+    : source_(std::move(source)), options_(std::move(options)), shared_(std::make_shared<Shared>()) {
+  stats_.window_bytes = std::min(options_.initial_window, options_.max_window);
+}
+
+RangeFetcher::~RangeFetcher() {
+  for (Cursor& c : cursors_) DropPieces(c, c.pieces.size());
+}
+
+void RangeFetcher::DropPieces(Cursor& cursor, size_t count) {
+  for (size_t i = 0; i < count && !cursor.pieces.empty(); ++i) {
+    Piece& p = cursor.pieces.front();
+    p.cancelled->store(true);  // a no-op for a piece already complete
+    outstanding_ -= std::min(outstanding_, p.charge);
+    cursor.pieces.pop_front();
+  }
+}
+
+bool RangeFetcher::Issue(Cursor& c, bool force) {
+  const FetchRange& r = c.plan->range();
+  const bool learning = !c.Refresh();  // the first piece of a range whose end or pin is not known
+  const uint64_t planned = learning ? options_.piece_size : std::min<uint64_t>(options_.piece_size, c.end - c.next);
+  Buffer memory;
+  if (options_.pool) {
+    memory = force ? options_.pool->Acquire(planned) : options_.pool->TryAcquire(planned);
+    if (!memory.valid()) return false;
+  }
+  GetOptions get;
+  if (learning) {
+    get.range = ByteRange{c.next, r.end ? std::min(*r.end, c.next + planned) : c.next + planned};
+    get.clamp_end = r.clamp_end || !r.end || *r.end > c.next + planned;
+    get.if_match = r.etag;
+  } else {
+    get.range = ByteRange{c.next, c.next + planned};
+    get.if_match = c.etag;
+  }
+  Piece piece;
+  piece.offset = c.next;
+  piece.charge = planned;
+  piece.result = std::make_shared<Piece::Result>();
+  piece.cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto plan = c.plan;
+  const uint64_t offset = c.next;
+  BufferSink::Prepare prepare = [plan, learning, planned, offset, memory](const GetStart& start) -> Result<Buffer> {
+    if (learning) {
+      S3S_RETURN_IF_ERROR(plan->Learn(start));
+    } else {
+      S3S_RETURN_IF_ERROR(CheckPlanned(plan->object(), offset, planned, start));
+    }
+    return memory.valid() ? memory : Buffer::Allocate(start.content_length);
+  };
+  auto sink = std::make_shared<BufferSink>(c.plan->object(), std::move(prepare), piece.cancelled);
+  auto shared = shared_;
+  auto result = piece.result;
+  r.store->Get(r.key, get, sink).Then([shared, result, sink](const Status& status) {
+    Result<Buffer> data = status.ok() ? sink->Finish() : Result<Buffer>(status);
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      result->done = true;
+      if (data.ok()) {
+        result->data = std::move(data).value();
+      } else {
+        result->status = data.status();
+      }
+    }
+    shared->cv.notify_all();
+  });
+  c.first_issued = true;
+  c.next += planned;  // for a learning piece, corrected once its response is in (Next)
+  c.pieces.push_back(std::move(piece));
+  outstanding_ += planned;
+  stats_.bytes_requested += planned;
+  ++stats_.pieces;
+  return true;
+}
+
+bool RangeFetcher::Pull() {
+  std::optional<FetchRange> range;
+  if (!source_done_ && source_) range = source_();
+  if (!range) {
+    source_done_ = true;
+    return false;
+  }
+  Cursor c;
+  c.index = next_range_++;
+  c.next = range->start;
+  c.plan = std::make_shared<RangePlan>(std::move(*range));
+  cursors_.push_back(std::move(c));
+  return true;
+}
+
+void RangeFetcher::Fill() {
+  while (true) {
+    if (cursors_.empty() || cursors_.back().FullyIssued()) {
+      if (outstanding_ > 0 && outstanding_ >= stats_.window_bytes) return;
+      if (!Pull()) return;
+      continue;
+    }
+    Cursor& c = cursors_.back();
+    if (!c.Refresh() && c.first_issued) return;  // its first response will say how far it goes
+    const uint64_t next_len = c.known ? std::min<uint64_t>(options_.piece_size, c.end - c.next) : options_.piece_size;
+    if (outstanding_ > 0 && outstanding_ + next_len > stats_.window_bytes) return;
+    if (!Issue(c, /*force=*/false)) return;
+  }
+}
+
+Result<std::optional<FetchedPiece>> RangeFetcher::Next() {
+  if (!failed_.ok()) return failed_;
+  Fill();
+  while (!cursors_.empty() && cursors_.front().pieces.empty() && cursors_.front().FullyIssued()) {
+    cursors_.pop_front();  // every piece delivered
+    Fill();
+  }
+  // The window may be taken by pieces the consumer still holds: the range it waits for comes anyway.
+  if (cursors_.empty() && !Pull()) return std::optional<FetchedPiece>();
+  Cursor& c = cursors_.front();
+  if (c.pieces.empty()) Issue(c, /*force=*/true);  // the consumer waits for it: ignore the window
+  Piece& p = c.pieces.front();
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    if (!p.result->done) {
+      // The consumer caught up with the network: the window does not cover the time to first byte
+      // at this rate. Double it (taking effect from the next Fill).
+      ++stats_.stalls;
+      stats_.window_bytes = std::min(options_.max_window, stats_.window_bytes * 2);
+      shared_->cv.wait(lock, [&] { return p.result->done; });
+    }
+  }
+  if (!p.result->status.ok()) {
+    failed_ = p.result->status;
+    for (Cursor& cursor : cursors_) DropPieces(cursor, cursor.pieces.size());
+    cursors_.clear();
+    return failed_;
+  }
+  FetchedPiece out;
+  out.range = c.index;
+  out.offset = p.offset;
+  out.data = std::move(p.result->data);
+  // Count what arrived, not what was asked for (the last piece of an open range may be shorter).
+  outstanding_ -= std::min(outstanding_, p.charge - std::min(p.charge, out.data.size()));
+  const bool was_learning = !c.known;
+  c.pieces.pop_front();
+  if (was_learning) {
+    c.Refresh();
+    c.next = out.offset + out.data.size();  // what the first response really covered
+  }
+  out.last_of_range = c.pieces.empty() && c.Refresh() && c.next >= c.end;
+  return std::optional<FetchedPiece>(std::move(out));
+}
+
+void RangeFetcher::Release(uint64_t bytes) { outstanding_ -= std::min(outstanding_, bytes); }
+
+void RangeFetcher::Restart(Source source) {
+  for (Cursor& c : cursors_) DropPieces(c, c.pieces.size());
+  cursors_.clear();
+  source_ = std::move(source);
+  source_done_ = false;
+  failed_ = Status::Ok();
+  stats_.window_bytes = std::min(options_.initial_window, options_.max_window);
+}
+
+bool RangeFetcher::SkipTo(uint64_t offset) {
+  if (cursors_.empty()) return false;
+  Cursor& c = cursors_.front();
+  size_t before = 0;
+  while (before < c.pieces.size() && c.pieces[before].offset + c.pieces[before].charge <= offset) ++before;
+  if (before == c.pieces.size()) return false;
+  if (c.pieces[before].offset > offset) return false;
+  DropPieces(c, before);
+  return true;
+}
+
+}  // namespace s3stream
