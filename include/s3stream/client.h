@@ -62,9 +62,9 @@ class Client {
   // arrive as parallel ranged GETs pinned to the first response's ETag (FetchWhole).
   Future<Result<Buffer>> Get(const std::string& uri, std::optional<ByteRange> range = std::nullopt,
                              uint64_t piece_size = kDefaultPieceSize);
-  // Several whole objects, all requested before any is awaited; in the order given. Fails with the
-  // first failure, after every GET finished.
-  Result<std::vector<Buffer>> GetMany(const std::vector<std::string>& uris, uint64_t piece_size = kDefaultPieceSize);
+  // Several whole objects, one GET each, all requested before any is awaited (the batch is the
+  // parallelism); in the order given. Fails with the first failure, after every GET finished.
+  Result<std::vector<Buffer>> GetMany(const std::vector<std::string>& uris);
   Future<Result<ObjectInfo>> Head(const std::string& uri);
   // One page of the objects under the URI's key (a prefix).
   Future<Result<ListPage>> List(const std::string& uri, const std::string& delimiter = "",

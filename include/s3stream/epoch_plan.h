@@ -54,6 +54,11 @@ struct SampleRef {
   bool operator==(const SampleRef&) const = default;
 };
 
+// Samples per rank and epoch: total / world_size with kDrop (the rest is left out), rounded up with
+// kPad (the rest repeats samples from the start of the epoch's order). Every plan, the shard one
+// and the map-style one (s3stream.EpochSampler), splits by this.
+uint64_t SamplesPerRank(uint64_t total, int world_size, Remainder remainder);
+
 // The map-style plan's order: a seeded Fisher-Yates permutation of [0, n) for (seed, epoch), with
 // the same generator as the shard plan (s3stream.EpochSampler splits it between ranks).
 std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch);

@@ -1,6 +1,7 @@
 // s3stream._core.Reader / Writer: the native halves of s3stream.open(). Every call that can wait on
 // the network releases the GIL.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 
@@ -15,16 +16,22 @@ namespace nb = nanobind;
 namespace s3stream::bindings {
 namespace {
 
-std::unique_ptr<ObjectReader> OpenReader(Client& client, const std::string& uri, size_t chunk_size, int prefetch_chunks) {
+// Options left at None keep the C++ defaults (ReaderOptions, WriterOptions): one place for them.
+std::unique_ptr<ObjectReader> OpenReader(Client& client, const std::string& uri, std::optional<size_t> chunk_size,
+                                         std::optional<int> prefetch_chunks) {
   ReaderOptions options;
-  options.chunk_size = chunk_size;
-  options.prefetch_chunks = prefetch_chunks;
+  if (chunk_size) options.chunk_size = *chunk_size;
+  if (prefetch_chunks) options.prefetch_chunks = *prefetch_chunks;
   nb::gil_scoped_release release;
   return Unwrap(client.OpenReader(uri, std::move(options)));
 }
 
-std::unique_ptr<ObjectWriter> OpenWriter(Client& client, const std::string& uri, size_t part_size, int max_inflight_parts) {
-  return Unwrap(client.OpenWriter(uri, WriterOptions{part_size, max_inflight_parts}));
+std::unique_ptr<ObjectWriter> OpenWriter(Client& client, const std::string& uri, std::optional<size_t> part_size,
+                                         std::optional<int> max_inflight_parts) {
+  WriterOptions options;
+  if (part_size) options.part_size = *part_size;
+  if (max_inflight_parts) options.max_inflight_parts = *max_inflight_parts;
+  return Unwrap(client.OpenWriter(uri, options));
 }
 
 size_t ReadInto(ObjectReader& reader, nb::handle dest) {
@@ -85,8 +92,10 @@ void InitIo(nb::module_& m) {
         w.Abort();
       });
 
-  m.def("open_reader", &OpenReader, nb::arg("client"), nb::arg("uri"), nb::arg("chunk_size"), nb::arg("prefetch_chunks"));
-  m.def("open_writer", &OpenWriter, nb::arg("client"), nb::arg("uri"), nb::arg("part_size"), nb::arg("max_inflight_parts"));
+  m.def("open_reader", &OpenReader, nb::arg("client"), nb::arg("uri"), nb::arg("chunk_size") = nb::none(),
+        nb::arg("prefetch_chunks") = nb::none());
+  m.def("open_writer", &OpenWriter, nb::arg("client"), nb::arg("uri"), nb::arg("part_size") = nb::none(),
+        nb::arg("max_inflight_parts") = nb::none());
 }
 
 }  // namespace s3stream::bindings

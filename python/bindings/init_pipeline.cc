@@ -95,6 +95,9 @@ void InitPipeline(nb::module_& m) {
       .def_rw("chunk_bytes", &PlanOptions::chunk_bytes)
       .def_rw("shuffle_chunks", &PlanOptions::shuffle_chunks);
 
+  m.def("samples_per_rank", &SamplesPerRank, nb::arg("total"), nb::arg("world_size"), nb::arg("remainder"),
+        "Samples each rank gets in an epoch (drop: total // world_size; pad: rounded up).");
+
   m.def(
       "epoch_permutation",
       [](uint64_t n, uint64_t seed, uint64_t epoch) {

@@ -17,6 +17,27 @@ _ADDRESSING = {
     "virtual": _core.AddressingStyle.virtual,
 }
 
+# Each keyword of Client and the native ClientConfig field it sets. The defaults live in one place,
+# the native ClientConfig (include/s3stream/config.h): a keyword left at None keeps it
+# (Client.defaults() lists them).
+SETTINGS = {
+    "endpoint_url": "endpoint_url",
+    "region": "region",
+    "access_key_id": "access_key_id",
+    "secret_access_key": "secret_access_key",
+    "session_token": "session_token",
+    "profile": "profile",
+    "anonymous": "anonymous",
+    "addressing_style": "addressing_style",
+    "max_attempts": "max_attempts",
+    "max_inflight": "max_inflight",
+    "connect_timeout": "connect_timeout_s",
+    "low_speed_time": "low_speed_time_s",
+    "retry_base_delay": "retry_base_delay_s",
+    "verify_tls": "verify_tls",
+    "ca_bundle": "ca_bundle",
+}
+
 
 class Client:
     """A connection to an S3-compatible store (or the local file system, for ``file://`` URIs).
@@ -25,6 +46,20 @@ class Client:
     ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
     ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` with ``~/.aws/credentials`` and ``~/.aws/config``,
     ``AWS_CA_BUNDLE`` (else the system's CA certificates, found on any Linux distribution).
+
+    Args:
+        anonymous: send unsigned requests (public buckets).
+        addressing_style: ``"auto"`` (virtual-hosted on AWS, path style elsewhere), ``"path"`` or
+            ``"virtual"``.
+        max_attempts: tries per request, the first included (transient failures are retried with
+            jittered backoff; a broken download resumes from the byte it reached).
+        max_inflight: requests in flight at once (= connections).
+        connect_timeout, low_speed_time: seconds; a transfer slower than 1 KiB/s for
+            ``low_speed_time`` is treated as stalled and retried.
+        retry_base_delay: seconds, the backoff's base.
+        verify_tls, ca_bundle: TLS certificate checks and the CA bundle to check against.
+
+    Options left at None take the engine's defaults (:meth:`defaults`).
 
     The native engine (an HTTP event loop and up to ``max_inflight`` connections) is built on first
     use in each process, so a client created before ``fork()`` (DataLoader workers) works in the
@@ -41,41 +76,30 @@ class Client:
         secret_access_key: Optional[str] = None,
         session_token: Optional[str] = None,
         profile: Optional[str] = None,
-        anonymous: bool = False,
-        addressing_style: str = "auto",
-        max_attempts: int = 5,
-        max_inflight: int = 64,
-        connect_timeout: float = 10.0,
-        low_speed_time: float = 20.0,
-        retry_base_delay: float = 0.05,
-        verify_tls: bool = True,
+        anonymous: Optional[bool] = None,
+        addressing_style: Optional[str] = None,
+        max_attempts: Optional[int] = None,
+        max_inflight: Optional[int] = None,
+        connect_timeout: Optional[float] = None,
+        low_speed_time: Optional[float] = None,
+        retry_base_delay: Optional[float] = None,
+        verify_tls: Optional[bool] = None,
         ca_bundle: Optional[str] = None,
     ) -> None:
-        if addressing_style not in _ADDRESSING:
-            raise _errors().InvalidArgumentError(
-                f"addressing_style must be one of {sorted(_ADDRESSING)}, got {addressing_style!r}"
-            )
-        self._options = dict(
-            endpoint_url=endpoint_url,
-            region=region,
-            access_key_id=access_key_id,
-            secret_access_key=secret_access_key,
-            session_token=session_token,
-            profile=profile,
-            anonymous=anonymous,
-            addressing_style=addressing_style,
-            max_attempts=max_attempts,
-            max_inflight=max_inflight,
-            connect_timeout=connect_timeout,
-            low_speed_time=low_speed_time,
-            retry_base_delay=retry_base_delay,
-            verify_tls=verify_tls,
-            ca_bundle=ca_bundle,
-        )
+        given = dict(locals())
+        self._options = {name: given[name] for name in SETTINGS}
         self._lock = threading.Lock()
         self._native: Any = None
         self._pid: Optional[int] = None
         self._native_client()  # resolve the configuration now, so mistakes surface here
+
+    @staticmethod
+    def defaults() -> dict:
+        """What each option is when left at None (the native engine's defaults)."""
+        native = _core.ClientConfig()
+        out = {name: getattr(native, field) for name, field in SETTINGS.items()}
+        out["addressing_style"] = next(k for k, v in _ADDRESSING.items() if v == out["addressing_style"])
+        return out
 
     # -- native state, rebuilt per process ---------------------------------------------------------
     def _native_client(self) -> Any:
@@ -90,24 +114,22 @@ class Client:
             return self._native
 
     def _config(self) -> Any:
-        o = self._options
-        c = _core.ClientConfig()
-        c.endpoint_url = o["endpoint_url"]
-        c.region = o["region"]
-        c.access_key_id = o["access_key_id"]
-        c.secret_access_key = o["secret_access_key"]
-        c.session_token = o["session_token"]
-        c.profile = o["profile"]
-        c.anonymous = bool(o["anonymous"])
-        c.addressing_style = _ADDRESSING[o["addressing_style"]]
-        c.max_attempts = int(o["max_attempts"])
-        c.max_inflight = int(o["max_inflight"])
-        c.connect_timeout_s = float(o["connect_timeout"])
-        c.low_speed_time_s = float(o["low_speed_time"])
-        c.retry_base_delay_s = float(o["retry_base_delay"])
-        c.verify_tls = bool(o["verify_tls"])
-        c.ca_bundle = o["ca_bundle"]
-        return c
+        config = _core.ClientConfig()
+        for name, field in SETTINGS.items():
+            value = self._options[name]
+            if value is None:
+                continue
+            if name == "addressing_style":
+                if value not in _ADDRESSING:
+                    raise _errors().InvalidArgumentError(
+                        f"addressing_style must be one of {sorted(_ADDRESSING)}, got {value!r}")
+                value = _ADDRESSING[value]
+            try:
+                setattr(config, field, value)
+            except TypeError:
+                kind = type(getattr(_core.ClientConfig(), field)).__name__
+                raise _errors().InvalidArgumentError(f"{name} must be of type {kind}, got {value!r}") from None
+        return config
 
     def __getstate__(self) -> dict:
         return {"options": self._options}

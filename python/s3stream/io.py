@@ -129,19 +129,22 @@ def open(
     mode: str = "rb",
     *,
     client: Optional[Client] = None,
-    chunk_size: int = 8 * MiB,
-    prefetch_chunks: int = 8,
+    chunk_size: Optional[int] = None,
+    prefetch_chunks: Optional[int] = None,
     buffer_size: int = 1 * MiB,
-    part_size: int = 8 * MiB,
-    max_inflight_parts: int = 4,
+    part_size: Optional[int] = None,
+    max_inflight_parts: Optional[int] = None,
 ):
     """Opens an object as a binary file.
 
     ``"rb"``: a seekable, buffered reader (``io.BufferedReader``). Sequential reading keeps up to
-    ``prefetch_chunks`` ranged GETs of ``chunk_size`` bytes in flight ahead of the position.
+    ``prefetch_chunks`` (default 8) ranged GETs of ``chunk_size`` bytes (default 8 MiB) in flight
+    ahead of the position, more of them the more the reader waits on the network.
 
-    ``"wb"``: an :class:`ObjectWriter` uploading parts of ``part_size`` bytes, up to
-    ``max_inflight_parts`` at once, committing on ``close()``.
+    ``"wb"``: an :class:`ObjectWriter` uploading parts of ``part_size`` bytes (default 8 MiB), up to
+    ``max_inflight_parts`` (default 4) at once, committing on ``close()``.
+
+    Options left at None take the engine's defaults (the ones above).
 
     ``torch.save(obj, f)`` and ``torch.load(f)`` work with both.
     """

@@ -33,10 +33,9 @@ import torch.utils.data
 from . import _core
 from .distributed import rank_and_world
 from .errors import InvalidArgumentError
+from .resume import check_state, samples_per_rank
 
 _ITER_CHUNK = 8192  # indices converted to Python ints at a time (keeps iteration memory small)
-
-REMAINDERS = ("drop", "pad")
 
 
 def epoch_permutation(n: int, seed: int, epoch: int) -> Sequence[int]:
@@ -93,8 +92,6 @@ class EpochSampler(torch.utils.data.Sampler[int]):
             fingerprint = fp() if callable(fp) else None
         if n < 1:
             raise InvalidArgumentError(f"EpochSampler needs at least one sample, the dataset has {n}")
-        if remainder not in REMAINDERS:
-            raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise InvalidArgumentError(f"seed must be an integer, got {seed!r}")
         self.rank, self.world_size = rank_and_world(rank, world_size)
@@ -103,7 +100,7 @@ class EpochSampler(torch.utils.data.Sampler[int]):
         self.seed = seed
         self.remainder = remainder
         self.fingerprint = fingerprint
-        self.samples_per_rank = n // self.world_size if remainder == "drop" else -(-n // self.world_size)
+        self.samples_per_rank = samples_per_rank(n, self.world_size, remainder)
         if self.samples_per_rank == 0:
             raise InvalidArgumentError(
                 f"the dataset has {n} samples, fewer than the {self.world_size} ranks: with remainder='drop' "
@@ -216,35 +213,15 @@ class EpochSampler(torch.utils.data.Sampler[int]):
             InvalidArgumentError: the state is not an EpochSampler state, or it comes from another
                 dataset, seed, shuffle, world size or remainder.
         """
-        if not isinstance(state, dict) or not {"epoch", "consumed"} <= state.keys():
-            raise InvalidArgumentError(f"not an EpochSampler state (needs 'epoch' and 'consumed'): {state!r}")
         mine = {
             "num_samples": self.dataset_size,
             "world_size": self.world_size,
             "seed": self.seed,
             "shuffle": self.shuffle,
             "remainder": self.remainder,
+            "fingerprint": self.fingerprint,
         }
-        for key, value in mine.items():
-            if key in state and state[key] != value:
-                raise InvalidArgumentError(
-                    f"cannot resume: the saved state has {key}={state[key]!r} but this sampler has {value!r} "
-                    "(a resumed run needs the same dataset, seed, shuffle, world size and remainder)"
-                )
-        saved_fp = state.get("fingerprint")
-        if saved_fp is not None and self.fingerprint is not None and saved_fp != self.fingerprint:
-            raise InvalidArgumentError(
-                f"cannot resume: the saved state comes from another listing (fingerprint {saved_fp}, "
-                f"this dataset's is {self.fingerprint}); the objects or their order changed"
-            )
-        epoch, consumed = state["epoch"], state["consumed"]
-        for name, value in (("epoch", epoch), ("consumed", consumed)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidArgumentError(f"cannot resume: {name} must be a non-negative integer, got {value!r}")
-        if consumed > self.samples_per_rank:
-            raise InvalidArgumentError(
-                f"cannot resume: consumed={consumed} is past the epoch's {self.samples_per_rank} samples per rank"
-            )
+        epoch, consumed = check_state(state, mine, component="EpochSampler", per_rank=self.samples_per_rank)
         self._epoch = epoch
         self._resume = (epoch, consumed)
         self._pass_epoch, self._pass_yielded = None, 0

@@ -22,6 +22,7 @@ from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
+from .resume import REMAINDERS, check_state, samples_per_rank
 from .shard_index import ShardIndex, load_indexes
 from .urls import shard_uris
 
@@ -82,7 +83,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         progress: bool = True,
     ) -> None:
         super().__init__()
-        if remainder not in ("drop", "pad"):
+        if remainder not in REMAINDERS:
             raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
         for name, value in (("batch_size", 1 if batch_size is None else batch_size), ("interleave", interleave),
                             ("shuffle_chunks", shuffle_chunks),
@@ -173,26 +174,16 @@ class ShardDataset(torch.utils.data.IterableDataset):
         """The next iteration continues the saved epoch after its ``consumed`` samples: nothing is
         replayed, nothing skipped, whatever the number of DataLoader workers now."""
         mine = self.state_dict(consumed=0)
-        for key in ("seed", "shuffle", "world_size", "remainder", "batch_size", "fingerprint"):
-            if state.get(key) != mine[key]:
-                raise InvalidArgumentError(
-                    f"cannot resume: the saved state has {key}={state.get(key)!r} but this dataset has "
-                    f"{mine[key]!r} (a resumed run must use the same shards, seed, world size, batch size and remainder)"
-                )
-        consumed = int(state["consumed"])
-        if not 0 <= consumed <= len(self):
-            raise InvalidArgumentError(f"cannot resume: consumed={consumed} is outside the epoch's {len(self)} samples")
-        self._shared[_EPOCH] = int(state["epoch"])
-        self._shared[_RESUME_EPOCH] = int(state["epoch"])
+        del mine["epoch"], mine["consumed"]
+        epoch, consumed = check_state(state, mine, component="ShardDataset", per_rank=len(self))
+        self._shared[_EPOCH] = epoch
+        self._shared[_RESUME_EPOCH] = epoch
         self._shared[_RESUME_START] = consumed
 
     # -- iteration ---------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Samples per rank this epoch (the same on every rank)."""
-        world = rank_and_world(self._rank_arg, self._world_arg)[1]
-        if self.remainder == "drop":
-            return self.total_samples // world
-        return -(-self.total_samples // world)
+        return samples_per_rank(self.total_samples, rank_and_world(self._rank_arg, self._world_arg)[1], self.remainder)
 
     def plan(self, epoch: Optional[int] = None) -> Any:
         """The native epoch plan for this rank (for inspection and tests)."""

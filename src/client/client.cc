@@ -95,7 +95,7 @@ Future<Result<Buffer>> Client::Get(const std::string& uri, std::optional<ByteRan
   return FetchWhole(std::move(fetch), piece_size);
 }
 
-Result<std::vector<Buffer>> Client::GetMany(const std::vector<std::string>& uris, uint64_t piece_size) {
+Result<std::vector<Buffer>> Client::GetMany(const std::vector<std::string>& uris) {
   std::vector<Location> located;
   located.reserve(uris.size());
   for (const std::string& uri : uris) {
@@ -105,7 +105,7 @@ Result<std::vector<Buffer>> Client::GetMany(const std::vector<std::string>& uris
   // All requested before any is awaited, so they share the transport's requests in flight.
   std::vector<Future<Result<Buffer>>> pending;
   pending.reserve(located.size());
-  for (Location& where : located) pending.push_back(FetchWhole(WholeObject(std::move(where)), piece_size));
+  for (Location& where : located) pending.push_back(FetchWhole(WholeObject(std::move(where)), /*piece_size=*/0));
   std::vector<Buffer> out;
   out.reserve(pending.size());
   Status first_error;

@@ -18,6 +18,18 @@ std::string RangeText(uint64_t start, std::optional<uint64_t> end) {
   return std::to_string(start) + "-" + (end ? std::to_string(*end) : std::string("end"));
 }
 
+// Where a range ends, now that the first response told the object's size: its end, cut to the
+// size when clamping, or kOutOfRange naming the object and its size.
+Result<uint64_t> EndOf(const FetchRange& range, const std::string& object, const GetStart& start) {
+  uint64_t end = range.end.value_or(start.object_size);
+  if (range.end && end > start.object_size && range.clamp_end) end = std::max(range.start, start.object_size);
+  if (end > start.object_size || range.start > end) {
+    return OutOfRange("byte range " + RangeText(range.start, range.end) + " is outside " + object + " (" +
+                      std::to_string(start.object_size) + " bytes)");
+  }
+  return end;
+}
+
 // What the pieces of one range share: the range's end and ETag pin, final once known. A range
 // with a fixed end is known from the start (pinned to the caller's ETag, if any); an open one (no
 // end, or one to clamp) learns both from its first piece's response, on the store's thread.
@@ -47,23 +59,7 @@ class RangePlan {
   Status Learn(const GetStart& start) {
     std::lock_guard<std::mutex> lock(mu_);
     if (known_) return Status::Ok();
-    const uint64_t from = range_.start;
-    uint64_t end = start.object_size;
-    if (range_.end) {
-      end = *range_.end;
-      if (end > start.object_size) {
-        if (!range_.clamp_end) {
-          return OutOfRange("byte range " + RangeText(from, range_.end) + " is outside " + object_ + " (" +
-                            std::to_string(start.object_size) + " bytes)");
-        }
-        end = std::max(from, start.object_size);
-      }
-    }
-    if (from > end) {
-      return OutOfRange("byte range " + RangeText(from, range_.end) + " is outside " + object_ + " (" +
-                        std::to_string(start.object_size) + " bytes)");
-    }
-    end_ = end;
+    S3S_ASSIGN_OR_RETURN(end_, EndOf(range_, object_, start));
     etag_ = range_.etag.empty() ? start.etag : range_.etag;
     known_ = true;
     return Status::Ok();
@@ -89,19 +85,19 @@ Status CheckPlanned(const std::string& object, uint64_t offset, uint64_t planned
 // lock. Pieces are not cancelled when one fails: the result waits for all of them.
 class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
  public:
-  WholeFetch(FetchRange range, uint64_t piece_size) : plan_(std::move(range)), piece_size_(piece_size) {}
+  WholeFetch(FetchRange range, uint64_t piece_size)
+      : range_(std::move(range)), object_(range_.store->Describe(range_.key)), piece_size_(piece_size) {}
 
   Future<Result<Buffer>> Start() {
-    const FetchRange& r = plan_.range();
+    const FetchRange& r = range_;
     GetOptions first;
     first.if_match = r.etag;
-    first.range = ByteRange{r.start, r.end};
-    if (!r.end || *r.end > r.start + piece_size_) {
+    first.clamp_end = r.clamp_end;
+    if (r.start > 0 || r.end) first.range = ByteRange{r.start, r.end};
+    if (piece_size_ > 0 && (!r.end || *r.end > r.start + piece_size_)) {
       // The size is not known yet: ask for "up to" one piece; its response tells the rest.
       first.range = ByteRange{r.start, r.start + piece_size_};
       first.clamp_end = true;
-    } else {
-      first.clamp_end = r.clamp_end;
     }
     pending_ = 1;
     auto self = shared_from_this();
@@ -111,23 +107,22 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
 
  private:
   void Issue(const GetOptions& options, BufferSink::Prepare prepare) {
-    auto sink = std::make_shared<BufferSink>(plan_.object(), std::move(prepare));
+    auto sink = std::make_shared<BufferSink>(object_, std::move(prepare));
     auto self = shared_from_this();
-    plan_.range().store->Get(plan_.range().key, options, sink).Then([self, sink](const Status& status) {
+    range_.store->Get(range_.key, options, sink).Then([self, sink](const Status& status) {
       self->PieceDone(status.ok() ? sink->Finish().status() : status);
     });
   }
 
-  // The first response: the size is known; allocate the whole Buffer and request the rest.
+  // The first response: the size is known; allocate the whole Buffer and request the rest, pinned to
+  // the caller's ETag or this response's.
   Result<Buffer> OnFirstStart(const GetStart& start) {
-    S3S_RETURN_IF_ERROR(plan_.Learn(start));
-    uint64_t end = 0;
-    std::string etag;
-    plan_.Known(&end, &etag);
-    const uint64_t from = plan_.range().start;
+    S3S_ASSIGN_OR_RETURN(const uint64_t end, EndOf(range_, object_, start));
+    const std::string etag = range_.etag.empty() ? start.etag : range_.etag;
+    const uint64_t from = range_.start;
     const uint64_t total = end - from;
     if (start.content_length > total) {
-      return Internal(plan_.object() + ": the store announced " + std::to_string(start.content_length) +
+      return Internal(object_ + ": the store announced " + std::to_string(start.content_length) +
                       " bytes for a range of " + std::to_string(total));
     }
     std::vector<std::pair<GetOptions, uint64_t>> rest;  // options, offset in the Buffer
@@ -135,7 +130,7 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
       std::lock_guard<std::mutex> lock(mu_);
       whole_ = Buffer::Allocate(total);
       whole_.resize(total);
-      for (uint64_t at = start.content_length; at < total; at += piece_size_) {
+      for (uint64_t at = start.content_length; piece_size_ > 0 && at < total; at += piece_size_) {
         GetOptions part;
         part.range = ByteRange{from + at, from + std::min(total, at + piece_size_)};
         part.if_match = etag;
@@ -147,7 +142,7 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
       const uint64_t planned = *options.range->end - options.range->start;
       auto self = shared_from_this();
       Issue(options, [self, at = at, planned](const GetStart& s) -> Result<Buffer> {
-        S3S_RETURN_IF_ERROR(CheckPlanned(self->plan_.object(), self->plan_.range().start + at, planned, s));
+        S3S_RETURN_IF_ERROR(CheckPlanned(self->object_, self->range_.start + at, planned, s));
         return self->Slice(at);
       });
     }
@@ -171,7 +166,8 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
     promise_.Set(std::move(whole_));
   }
 
-  RangePlan plan_;
+  const FetchRange range_;
+  const std::string object_;
   const uint64_t piece_size_;
   Promise<Result<Buffer>> promise_;
   std::mutex mu_;
@@ -183,9 +179,7 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
 }  // namespace
 
 Future<Result<Buffer>> FetchWhole(FetchRange range, uint64_t piece_size) {
-  if (piece_size == 0 || !range.store) {
-    return Future<Result<Buffer>>::Ready(InvalidArgument("FetchWhole needs a store and a positive piece size"));
-  }
+  if (!range.store) return Future<Result<Buffer>>::Ready(InvalidArgument("FetchWhole needs a store"));
   return std::make_shared<WholeFetch>(std::move(range), piece_size)->Start();
 }
 

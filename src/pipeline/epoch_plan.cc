@@ -126,6 +126,11 @@ std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   return order;
 }
 
+uint64_t SamplesPerRank(uint64_t total, int world_size, Remainder remainder) {
+  const auto world = static_cast<uint64_t>(std::max(1, world_size));
+  return remainder == Remainder::kDrop ? total / world : total / world + (total % world != 0);
+}
+
 Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const PlanOptions& o) {
   S3S_RETURN_IF_ERROR(ValidateOptions(o));
   uint64_t total = 0;
@@ -138,7 +143,7 @@ Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const 
   }
   if (total == 0) return InvalidArgument("the dataset is empty: its shards contain no samples");
   const auto world = static_cast<uint64_t>(o.world_size);
-  uint64_t per_rank = o.remainder == Remainder::kDrop ? total / world : (total + world - 1) / world;
+  const uint64_t per_rank = SamplesPerRank(total, o.world_size, o.remainder);
   if (per_rank == 0) {
     return InvalidArgument("the dataset has " + std::to_string(total) + " samples, fewer than the " +
                            std::to_string(world) + " ranks: with drop every rank would get none; use pad");

@@ -187,5 +187,14 @@ TEST(EpochPlan, Errors) {
   EXPECT_EQ(EpochPlan::Make(Shards({3}), o).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(SamplesPerRank, DropLeavesTheRestOutPadRoundsUp) {
+  EXPECT_EQ(SamplesPerRank(10, 3, Remainder::kDrop), 3u);
+  EXPECT_EQ(SamplesPerRank(10, 3, Remainder::kPad), 4u);
+  EXPECT_EQ(SamplesPerRank(9, 3, Remainder::kPad), 3u);
+  EXPECT_EQ(SamplesPerRank(2, 3, Remainder::kDrop), 0u);  // EpochPlan::Make refuses this one
+  const uint64_t huge = ~uint64_t{0};
+  EXPECT_EQ(SamplesPerRank(huge, 2, Remainder::kPad), huge / 2 + 1);  // no overflow rounding up
+}
+
 }  // namespace
 }  // namespace s3stream

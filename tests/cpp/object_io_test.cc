@@ -72,6 +72,26 @@ TEST_F(ObjectIoTest, FetchWholeFailsWhenTheObjectIsReplacedBetweenPieces) {
   EXPECT_EQ(got.status().code(), StatusCode::kPreconditionFailed) << got.status().ToString();
 }
 
+TEST_F(ObjectIoTest, FetchWholeOfAGivenRangeIsPinnedToo) {
+  WriteFile("obj", 500'000);
+  store_->before_get = [this](int nth) {
+    if (nth == 2) WriteFile("obj", 500'000);  // same size, new version
+  };
+  FetchRange range = Whole(store_, "obj");
+  range.start = 1000;
+  range.end = 400'000;
+  Result<Buffer> got = FetchWhole(range, 100'000).Take();
+  EXPECT_EQ(got.status().code(), StatusCode::kPreconditionFailed) << got.status().ToString();
+}
+
+TEST_F(ObjectIoTest, FetchWholeWithoutPiecesIsOneGet) {
+  const std::string data = WriteFile("obj", 700'001);
+  Result<Buffer> got = FetchWhole(Whole(store_, "obj"), /*piece_size=*/0).Take();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->view(), data);
+  EXPECT_EQ(store_->gets.load(), 1);
+}
+
 TEST_F(ObjectIoTest, SequentialReadAcrossChunks) {
   const std::string data = WriteFile("obj", 10'500);
   ReaderOptions options;

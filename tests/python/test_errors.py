@@ -100,6 +100,23 @@ def test_bad_addressing_style():
         s3stream.Client(endpoint_url="http://127.0.0.1:1", addressing_style="sideways")
 
 
+@pytest.mark.parametrize("name, value", [("max_inflight", "many"), ("connect_timeout", "soon"), ("verify_tls", "yes")])
+def test_a_setting_of_the_wrong_type_names_itself(name, value):
+    with pytest.raises(s3stream.InvalidArgumentError, match=f"{name} must be of type"):
+        s3stream.Client(endpoint_url="http://127.0.0.1:1", **{name: value})
+
+
+def test_unset_settings_take_the_engines_defaults():
+    from s3stream import _core
+    from s3stream.client import SETTINGS
+
+    defaults = s3stream.Client.defaults()
+    assert set(defaults) == set(SETTINGS)
+    native = _core.ClientConfig()
+    assert defaults["max_inflight"] == native.max_inflight and defaults["max_attempts"] == native.max_attempts
+    assert defaults["addressing_style"] == "auto" and defaults["endpoint_url"] is None
+
+
 # --- not found ------------------------------------------------------------------------------------------
 
 
@@ -122,6 +139,17 @@ def test_missing_bucket(client, op):
             with s3stream.open(uri, "rb", client=client) as f:
                 f.read()
     _check(excinfo, s3stream.NotFoundError, FileNotFoundError, bucket)
+
+
+def test_a_server_error_carries_its_status_and_code(client, bucket):
+    with pytest.raises(s3stream.NotFoundError) as excinfo:
+        client.head(s3_uri(bucket, "absent"))
+    assert excinfo.value.http_status == 404
+    with pytest.raises(s3stream.NotFoundError) as excinfo:
+        client.get(s3_uri(bucket, "absent"))
+    assert excinfo.value.http_status == 404
+    assert excinfo.value.error_code == "NoSuchKey"
+    assert excinfo.value.s3_code == "NoSuchKey"  # the former name
 
 
 @pytest.mark.parametrize("op", ["get", "range", "head", "open-rb"])
