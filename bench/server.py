@@ -35,6 +35,7 @@ import datetime
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -246,20 +247,15 @@ _LIST_LOCATION = r"""
     }
 """
 
-# Runs in the moto process: exit when the parent goes away, then hand over to moto. The test
-# fixtures (tests/python/moto_server.py) start moto the same way.
-MOTO_LAUNCHER = r"""
-import os, sys, threading, time
-parent = os.getppid()
-def _watch_parent():
-    while True:
-        if os.getppid() != parent:
-            os._exit(0)
-        time.sleep(0.5)
-threading.Thread(target=_watch_parent, daemon=True).start()
-from moto.server import main
-main(sys.argv[1:])
-"""
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: SIGTERM when the process that started it goes away (killed included),
+    so no nginx or moto outlives the bench or the test that started it."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -433,8 +429,8 @@ class LocalS3:
             env.setdefault("AWS_ACCESS_KEY_ID", "bench")
             env.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
             self._moto = subprocess.Popen(
-                [sys.executable, "-c", MOTO_LAUNCHER, "-H", "127.0.0.1", "-p", str(self.moto_port)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.moto_port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, preexec_fn=_die_with_parent,
             )
             log.close()
             deadline = time.monotonic() + 30
@@ -458,6 +454,9 @@ class LocalS3:
         try:
             urllib.request.urlopen(req, timeout=10).read()
         except urllib.error.HTTPError as e:
+            if e.code == 400:
+                raise RuntimeError(f"the directory {bucket!r} under {self.root} cannot be a bucket (moto answered "
+                                   "HTTP 400): bucket names are 3-63 lowercase letters, digits, '.' and '-'") from None
             if e.code != 409:  # already exists
                 raise
 
@@ -489,7 +488,7 @@ class LocalS3:
         errlog = os.path.join(self._tmp, "error.log")
         self._nginx = subprocess.Popen(
             ["nginx", "-p", self._tmp, "-c", path, "-e", errlog],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -524,6 +523,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--mbps", type=float, default=100.0, help="MB/s (10^6 bytes) per connection; 0: unlimited")
     ap.add_argument("--port", type=int, default=None)
     args = ap.parse_args(argv)
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # leave the with block: nginx and moto stop with us
+
+    signal.signal(signal.SIGTERM, stop)
     with LocalS3(args.root, ttfb_s=args.ttfb_ms / 1000, rate=int(args.mbps * 1e6), port=args.port) as endpoint:
         print(f"serving {args.root} at {endpoint} (ttfb {args.ttfb_ms} ms, {args.mbps} MB/s per connection)", flush=True)
         try:

@@ -1,6 +1,7 @@
 // s3stream._core pipeline: shard indexes, epoch plans and the shard sample reader behind
 // s3stream.ShardDataset. Waits release the GIL; samples reach Python as dicts of zero-copy Buffers.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -54,17 +55,17 @@ nb::dict SampleToDict(PlannedSample&& s, const ShardSet& set) {
 void InitPipeline(nb::module_& m) {
   m.def(
       "build_shard_index",
-      [](Client& client, const std::string& uri, size_t chunk_size) {
+      [](Client& client, const std::string& uri, std::optional<size_t> chunk_size) {
         Client::Location where = Unwrap(client.Locate(uri));
-        ReaderOptions options;
-        options.chunk_size = chunk_size;
+        ReaderOptions options;  // its defaults, unless the caller says otherwise
+        if (chunk_size) options.chunk_size = *chunk_size;
         Result<ShardIndex> index = [&] {
           nb::gil_scoped_release release;
           return BuildShardIndex(where.store, where.key, options);
         }();
         return IndexToDict(Unwrap(std::move(index)));
       },
-      nb::arg("client"), nb::arg("uri"), nb::arg("chunk_size") = size_t{8 << 20},
+      nb::arg("client"), nb::arg("uri"), nb::arg("chunk_size") = nb::none(),
       "Reads a shard once and returns {size, etag, gzip, offsets, keys}.");
 
   nb::class_<ShardSet>(m, "ShardSet")

@@ -23,6 +23,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 
+# A steady rate needs a window this long after the first batch: a shorter pass is mostly read-ahead
+# that arrived while the first batch was awaited, and its rate says nothing about the loader.
+MIN_STEADY_S = 1.0
+
+
 @dataclass
 class RunResult:
     """One pass of the loader at one ``num_workers``."""
@@ -31,10 +36,15 @@ class RunResult:
     samples: int = 0
     bytes: int = 0
     first_batch_s: Optional[float] = None  # from iter(loader) to the first batch: worker start-up included
-    samples_per_s: Optional[float] = None  # after the first batch
+    samples_per_s: Optional[float] = None  # after the first batch; None when that window was too short
     mb_per_s: Optional[float] = None  # payload bytes (10^6) per second, after the first batch
+    pass_samples_per_s: Optional[float] = None  # the whole pass, start-up included
     complete: bool = False  # the pass reached the end of the epoch (else --seconds stopped it)
     error: Optional[str] = None
+
+    @property
+    def best_rate(self) -> Optional[float]:
+        return self.samples_per_s if self.samples_per_s is not None else self.pass_samples_per_s
 
 
 @dataclass
@@ -55,7 +65,7 @@ def count_batch(samples: Sequence[Any]) -> Dict[str, int]:
         values = sample.values() if isinstance(sample, dict) else (sample.data,)  # shard dict / map Sample
         for value in values:
             if not isinstance(value, (str, int)):
-                total += memoryview(value).nbytes
+                total += memoryview(value).nbytes  # Buffers: no copy
     return {"samples": len(samples), "bytes": total}
 
 
@@ -80,8 +90,17 @@ def _open_dataset(urls: List[str], kind: str, shuffle: bool, client: Any) -> tup
     if len(urls) != 1:
         raise SystemExit("s3stream bench: objects are read from one prefix; give one URL")
     from .map_dataset import MapDataset
+    from .shard_index import SIDECAR_SUFFIX
+    from .urls import store_root
 
-    return kind, MapDataset.from_prefix(canonical(urls[0]), client=client)
+    # Every object under the prefix is a sample, but shard index sidecars are not data.
+    prefix = canonical(urls[0])
+    uris = [store_root(prefix) + o.key for o in client.list(prefix) if not o.key.endswith(("/", SIDECAR_SUFFIX))]
+    if not uris:
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"no objects under {prefix}; check the prefix")
+    return kind, MapDataset.from_objects(uris, client=client)
 
 
 def _loader(dataset: Any, kind: str, num_workers: int, batch_size: int, shuffle: bool) -> Any:
@@ -105,7 +124,7 @@ class _Progress:
             try:
                 from tqdm import tqdm
 
-                self.bar = tqdm(desc=label, unit=" samples", unit_scale=True, file=sys.stderr, leave=False)
+                self.bar = tqdm(desc=label, unit=" samples", file=sys.stderr, leave=False)
             except ImportError:
                 pass
 
@@ -157,8 +176,10 @@ def run_once(dataset: Any, kind: str, num_workers: int, batch_size: int, seconds
         end = time.perf_counter()
         bar.close()
         del it  # shuts the workers down now
+    if result.samples and end > t0:
+        result.pass_samples_per_s = result.samples / (end - t0)
     window = end - counted_from if counted_from is not None else 0.0
-    if window > 0 and after_first:
+    if window >= MIN_STEADY_S and after_first:
         result.samples_per_s = after_first / window
         result.mb_per_s = after_first_bytes / window / 1e6
     return result
@@ -170,8 +191,10 @@ def table(result: BenchResult) -> str:
         f"{result.dataset}; read as {result.kind}, batches of {result.batch_size}; "
         f"listing and indexing took {result.setup_s:.1f} s",
         "",
-        f"{'num_workers':>11}  {'first batch':>11}  {'samples/s':>10}  {'MB/s':>8}  {'samples':>9}  pass",
+        f"{'num_workers':>11}  {'first batch':>11}  {'samples/s':>10}  {'MB/s':>8}  {'whole pass/s':>12}  "
+        f"{'samples':>9}  pass",
     ]
+    short = False
     for r in result.runs:
         if r.error:
             lines.append(f"{r.num_workers:>11}  failed: {r.error}")
@@ -179,14 +202,22 @@ def table(result: BenchResult) -> str:
         first = f"{r.first_batch_s:.2f} s" if r.first_batch_s is not None else "-"
         rate = f"{r.samples_per_s:,.0f}" if r.samples_per_s is not None else "-"
         mb = f"{r.mb_per_s:,.1f}" if r.mb_per_s is not None else "-"
+        whole = f"{r.pass_samples_per_s:,.0f}" if r.pass_samples_per_s is not None else "-"
+        short |= r.samples_per_s is None
         done = "complete" if r.complete else f"stopped after {result.seconds:g} s"
-        lines.append(f"{r.num_workers:>11}  {first:>11}  {rate:>10}  {mb:>8}  {r.samples:>9,}  {done}")
-    rated = [r for r in result.runs if r.samples_per_s]
+        lines.append(f"{r.num_workers:>11}  {first:>11}  {rate:>10}  {mb:>8}  {whole:>12}  {r.samples:>9,}  {done}")
+    lines += ["", "samples/s, MB/s: after the first batch (steady state); whole pass/s: from the start, "
+                  "workers' start-up included"]
+    if short:
+        lines.append(f"-: less than {MIN_STEADY_S:g} s after the first batch, too short for a steady rate "
+                     "(the read-ahead held most of it); use a larger dataset")
+    rated = [r for r in result.runs if r.best_rate]
     if rated:
-        best = max(rated, key=lambda r: r.samples_per_s)
-        lines += ["", f"fastest: num_workers={best.num_workers}, {best.samples_per_s:,.0f} samples/s "
-                      f"({best.mb_per_s / 1000:.2f} GB/s). A training step of batch {result.batch_size} waits "
-                      f"for data unless it takes longer than {1000 * result.batch_size / best.samples_per_s:.1f} ms."]
+        best = max(rated, key=lambda r: r.best_rate)
+        steady = best.samples_per_s is not None
+        what = f"{best.best_rate:,.0f} samples/s" + (f" ({best.mb_per_s / 1000:.2f} GB/s)" if steady else " over the whole pass")
+        lines += ["", f"fastest: num_workers={best.num_workers}, {what}. A training step of batch {result.batch_size} "
+                      f"waits for data unless it takes longer than {1000 * result.batch_size / best.best_rate:.1f} ms."]
     return "\n".join(lines)
 
 
@@ -201,9 +232,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("urls", nargs="+", metavar="URL",
                     help="shards (s3://b/train-{000000..000127}.tar, or a prefix holding .tar files) or a prefix of objects")
     ap.add_argument("--workers", default="0,1,4,8", help="num_workers values to measure (default 0,1,4,8)")
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=64, help="default 64")
     ap.add_argument("--seconds", type=float, default=20.0,
-                    help="stop a pass this long after its first batch (0: read the whole epoch)")
+                    help="stop a pass this long after its first batch (default 20; 0: read the whole epoch)")
     ap.add_argument("--format", choices=("auto", "shards", "objects"), default="auto",
                     help="how to read the URL (default: shards if it names or holds .tar files)")
     ap.add_argument("--no-shuffle", action="store_true", help="read in stored order")
@@ -213,11 +244,21 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, client: Any) -> int:
     try:
-        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+        workers = [int(w) for w in args.workers.split(",")]
     except ValueError:
         raise SystemExit(f"s3stream bench: --workers takes numbers such as 0,1,4,8, got {args.workers!r}")
-    if not workers or min(workers) < 0 or args.batch_size < 1 or args.seconds < 0:
+    if min(workers) < 0 or args.batch_size < 1 or not 0 <= args.seconds < float("inf"):
         raise SystemExit("s3stream bench: --workers needs values >= 0, --batch-size >= 1, --seconds >= 0")
+    report = None
+    if args.json:
+        try:
+            report = open(args.json, "w")  # now, not after minutes of measuring
+        except OSError as e:
+            raise SystemExit(f"s3stream bench: cannot write --json {args.json}: {e.strerror}")
+    try:
+        import torch  # noqa: F401  (imported before the clock starts: its import is not the dataset's setup)
+    except ImportError:
+        raise SystemExit("s3stream bench reads through s3stream.DataLoader, which needs PyTorch: pip install torch")
     shuffle = not args.no_shuffle
     # Sweeping num_workers past the core count is the point here, not a mistake to warn about.
     warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
@@ -234,11 +275,16 @@ def run(args: argparse.Namespace, client: Any) -> int:
             except Exception as e:  # one failing setting (e.g. too many workers) does not end the sweep
                 result.runs.append(RunResult(w, error=f"{type(e).__name__}: {e}"))
     except KeyboardInterrupt:
+        interrupted = True
         print("\ns3stream bench: interrupted; results so far:", file=sys.stderr)
+    else:
+        interrupted = False
     print(table(result))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(asdict(result), f, indent=2)
+    if report is not None:
+        with report:
+            json.dump(asdict(result), report, indent=2)
+    if interrupted:
+        return 130
     return 1 if any(r.error for r in result.runs) else 0
 
 

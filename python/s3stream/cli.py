@@ -44,31 +44,50 @@ def _index(client: Client, args: argparse.Namespace) -> None:
         print(f"missing: {uri}", file=sys.stderr)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="s3stream", description=__doc__)
-    parser.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint (default: AWS or $AWS_ENDPOINT_URL)")
-    parser.add_argument("--region", default=None)
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    # The connection options are accepted before or after the command (s3stream ls URI --region x).
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument("--endpoint-url", default=argparse.SUPPRESS,
+                            help="S3-compatible endpoint (default: AWS or $AWS_ENDPOINT_URL)")
+    connection.add_argument("--region", default=argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(prog="s3stream", description=__doc__, parents=[connection])
     sub = parser.add_subparsers(dest="command", required=True)
-    cat = sub.add_parser("cat", help="stream an object to stdout (works with pipe: URLs and FIFOs)")
+    cat = sub.add_parser("cat", parents=[connection], help="stream an object to stdout")
     cat.add_argument("uri")
-    ls = sub.add_parser("ls", help="list objects under a prefix")
+    ls = sub.add_parser("ls", parents=[connection], help="list objects under a prefix")
     ls.add_argument("uri")
     ls.add_argument("-r", "--recursive", action="store_true")
-    index = sub.add_parser("index", help="build the sample index of tar shards (one streaming pass, all in parallel)")
+    index = sub.add_parser("index", parents=[connection],
+                           help="build the sample index of tar shards (one streaming pass, all in parallel)")
     index.add_argument("urls", nargs="+", help="shard URIs, brace patterns ({000000..000127}) or prefixes")
     index.add_argument("--no-write", action="store_true", help="build and check only; write no sidecars")
     index.add_argument("--missing", choices=("error", "skip"), default="error", help="what a missing shard does")
     index.add_argument("--cache-dir", default=None, help="where indexes go when the bucket is read-only")
-    index.add_argument("--parallelism", type=int, default=16, help="shards indexed at once")
-    bench = sub.add_parser("bench", help="measure how fast a dataset reaches a training loop at several num_workers",
+    index.add_argument("--parallelism", type=_positive, default=16, help="shards indexed at once (default 16)")
+    bench = sub.add_parser("bench", parents=[connection],
+                           help="measure how fast a dataset reaches a training loop at several num_workers",
                            description="Measure samples/s, MB/s and the time to the first batch of a dataset "
                                        "through s3stream.DataLoader at several num_workers (needs torch).")
     from .bench import add_arguments as _bench_arguments
 
     _bench_arguments(bench)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        client = Client(endpoint_url=args.endpoint_url, region=args.region)
+        client = Client(endpoint_url=getattr(args, "endpoint_url", None), region=getattr(args, "region", None))
         if args.command == "bench":
             from .bench import run as _bench
 
@@ -76,6 +95,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         {"cat": _cat, "ls": _ls, "index": _index}[args.command](client, args)
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("s3stream: interrupted", file=sys.stderr)
+        return 130
     except S3StreamError as e:
         print(f"s3stream: {e}", file=sys.stderr)
         return 1

@@ -109,7 +109,15 @@ class Client:
             return native
         with self._lock:
             if self._native is None or self._pid != pid:
-                self._native = _core.Client.create(self._config())
+                try:
+                    self._native = _core.Client.create(self._config())
+                except _errors().InvalidArgumentError as e:
+                    # The engine names its fields (connect_timeout_s); say what the caller wrote.
+                    message = str(e)
+                    for name, field in SETTINGS.items():
+                        if field != name:
+                            message = message.replace(field, name)
+                    raise _errors().InvalidArgumentError(message) from None
                 self._pid = pid
             return self._native
 
@@ -117,18 +125,8 @@ class Client:
         config = _core.ClientConfig()
         for name, field in SETTINGS.items():
             value = self._options[name]
-            if value is None:
-                continue
-            if name == "addressing_style":
-                if value not in _ADDRESSING:
-                    raise _errors().InvalidArgumentError(
-                        f"addressing_style must be one of {sorted(_ADDRESSING)}, got {value!r}")
-                value = _ADDRESSING[value]
-            try:
-                setattr(config, field, value)
-            except TypeError:
-                kind = type(getattr(_core.ClientConfig(), field)).__name__
-                raise _errors().InvalidArgumentError(f"{name} must be of type {kind}, got {value!r}") from None
+            if value is not None:
+                setattr(config, field, _checked(name, value, getattr(config, field)))
         return config
 
     def __getstate__(self) -> dict:
@@ -151,11 +149,18 @@ class Client:
     def get(self, uri: str, start: Optional[int] = None, end: Optional[int] = None) -> Buffer:
         """The object's bytes, or bytes ``[start, end)``, as a zero-copy :class:`Buffer`. More than
         8 MiB arrive as parallel ranged GETs of 8 MiB, pinned to the first response's ETag (an
-        object replaced meanwhile raises ObjectChangedError)."""
+        object replaced meanwhile raises ObjectChangedError). A range past the object's end raises
+        OutOfRangeError (nothing is cut short silently)."""
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise _errors().InvalidArgumentError(f"get({uri!r}): {name} must be a non-negative integer, got {value!r}")
         return self._native_client().get(uri, start, end)
 
     def get_many(self, uris: Sequence[str]) -> list:
-        """Several whole objects, fetched concurrently; a list of Buffers in the order given."""
+        """Several whole objects, fetched concurrently (one GET each); a list of Buffers in the
+        order given."""
+        if isinstance(uris, (str, bytes)):
+            raise TypeError("get_many takes a list of URIs, not one URI (for one object use get)")
         return self._native_client().get_many(list(uris))
 
     def head(self, uri: str) -> ObjectInfo:
@@ -189,6 +194,31 @@ class Client:
         from .io import open as open_
 
         return open_(uri, mode, client=self, **options)
+
+
+def _checked(name: str, value: Any, default: Any) -> Any:
+    """``value`` as the native field of setting ``name`` takes it (its kind is its default's), or
+    InvalidArgumentError naming the setting."""
+    bad = _errors().InvalidArgumentError
+    if name == "addressing_style":
+        if value not in _ADDRESSING:
+            raise bad(f"addressing_style must be one of {sorted(_ADDRESSING)}, got {value!r}")
+        return _ADDRESSING[value]
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad(f"{name} must be True or False, got {value!r}")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad(f"{name} must be an integer, got {value!r}")
+        if not -(2**31) <= value < 2**31:
+            raise bad(f"{name} is out of range, got {value!r}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad(f"{name} must be a number of seconds, got {value!r}")
+        value = float(value)
+    elif not isinstance(value, str):  # the optional strings (endpoint, region, keys, profile, CA bundle)
+        raise bad(f"{name} must be a string, got {value!r}")
+    return value
 
 
 _default_lock = threading.Lock()

@@ -6,7 +6,8 @@ The core hands out raw bytes (zero-copy Buffers); decoding is the user's choice,
 
 ``cls``/``index``/``label`` -> int, ``txt``/``text`` -> str, ``json`` -> object, ``npy`` -> numpy
 array, ``jpg``/``jpeg``/``png``/``webp``/``bmp``/``gif`` -> PIL image, or a uint8 CHW tensor with
-``image="tensor"``. Other extensions (including ``.gz`` members) stay as Buffers.
+``image="tensor"``. Other extensions (including ``.gz`` members) stay as Buffers. Works on shard
+samples (dicts) and on MapDataset samples (decoded by the object key's extension).
 """
 
 from __future__ import annotations
@@ -47,8 +48,14 @@ def _image(kind: str) -> Callable[[Any], Any]:
     raise ValueError(f"image must be 'pil', 'tensor' or None, got {kind!r}")
 
 
-def decode(image: str | None = "pil") -> Callable[[Dict[str, Any]], Dict[str, Any]]:
-    """A transform that decodes the fields it knows and leaves the rest (and ``__*__`` keys) alone."""
+def decode(image: str | None = "pil") -> Callable[[Any], Any]:
+    """A transform that decodes the fields it knows and leaves the rest alone.
+
+    For a shard sample (a dict, :class:`s3stream.ShardDataset`) each field is decoded by its name
+    (``__*__`` keys are kept as they are). For a :class:`s3stream.MapDataset` sample (a
+    :class:`s3stream.Sample`) its ``data`` is decoded by the object key's extension
+    (``.../0001.jpg`` -> an image), and the Sample is returned with it.
+    """
     image_decoder = _image(image) if image else None
 
     def npy(data: Any) -> Any:
@@ -56,25 +63,26 @@ def decode(image: str | None = "pil") -> Callable[[Dict[str, Any]], Dict[str, An
 
         return np.load(io.BytesIO(memoryview(data)), allow_pickle=False)
 
-    def transform(sample: Dict[str, Any]) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
-        for key, value in sample.items():
-            ext = key.rsplit(".", 1)[-1]
-            if key.startswith("__"):
-                out[key] = value
-            elif ext in INT_EXTENSIONS:
-                out[key] = int(bytes(value).decode().strip())
-            elif ext in TEXT_EXTENSIONS:
-                out[key] = bytes(value).decode("utf-8")
-            elif ext == "json":
-                out[key] = json.loads(bytes(value))
-            elif ext == "npy":
-                out[key] = npy(value)
-            elif image_decoder is not None and ext in IMAGE_EXTENSIONS:
-                out[key] = image_decoder(value)
-            else:
-                out[key] = value
-        return out
+    def field(ext: str, value: Any) -> Any:
+        ext = ext.lower()
+        if ext in INT_EXTENSIONS:
+            return int(bytes(value).decode().strip())
+        if ext in TEXT_EXTENSIONS:
+            return bytes(value).decode("utf-8")
+        if ext == "json":
+            return json.loads(bytes(value))
+        if ext == "npy":
+            return npy(value)
+        if image_decoder is not None and ext in IMAGE_EXTENSIONS:
+            return image_decoder(value)
+        return value
+
+    def transform(sample: Any) -> Any:
+        if not isinstance(sample, dict) and hasattr(sample, "_replace") and hasattr(sample, "key"):
+            name = sample.key.rsplit("/", 1)[-1]
+            return sample._replace(data=field(name.rsplit(".", 1)[-1], sample.data)) if "." in name else sample
+        return {key: value if key.startswith("__") else field(key.rsplit(".", 1)[-1], value)
+                for key, value in sample.items()}
 
     return transform
 

@@ -150,11 +150,14 @@ def open(
     """
     client = client if client is not None else default_client()
     native_client = client._native_client()
-    if mode in ("rb", "r"):
+    if mode == "rb":
         native = _core.open_reader(native_client, uri, chunk_size, prefetch_chunks)
         return io.BufferedReader(_RawReader(native, uri), buffer_size=buffer_size)
-    if mode in ("wb", "w"):
+    if mode == "wb":
         return ObjectWriter(_core.open_writer(native_client, uri, part_size, max_inflight_parts), uri)
     from .errors import InvalidArgumentError
 
-    raise InvalidArgumentError(f"mode must be 'rb' or 'wb', got {mode!r} (for {uri})")
+    hint = ""
+    if mode in ("r", "w", "rt", "wt"):
+        hint = "; objects are bytes: for text, wrap the file in io.TextIOWrapper(s3stream.open(uri, 'rb'))"
+    raise InvalidArgumentError(f"mode must be 'rb' or 'wb', got {mode!r} (for {uri}){hint}")

@@ -28,6 +28,7 @@ from .urls import shard_uris
 
 MiB = 1 << 20
 AHEAD_BUDGET = 256 * MiB  # fetched ahead across a DataLoader's workers, by default (see max_bytes_ahead)
+MIN_PIECE = 64 << 10  # smaller pieces would mean a request per few samples
 
 # Slots of the shared array through which set_epoch / load_state_dict reach persistent workers.
 _EPOCH, _RESUME_EPOCH, _RESUME_START = range(3)
@@ -91,6 +92,9 @@ class ShardDataset(torch.utils.data.IterableDataset):
                             ("piece_size", piece_size)):
             if not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+        if piece_size < MIN_PIECE:
+            raise InvalidArgumentError(f"piece_size must be at least {MIN_PIECE // 1024} KiB (one GET per piece), "
+                                       f"got {piece_size}")
         self.client = client if client is not None else default_client()
         self.transform = transform
         self.shuffle, self.seed, self.batch_size, self.remainder = shuffle, seed, batch_size, remainder
@@ -238,7 +242,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
-        return (f"s3stream.ShardDataset({len(self.shards)} shards, {self.total_samples} samples, "
+        shards = f"{len(self.shards)} shard" + ("" if len(self.shards) == 1 else "s")
+        return (f"s3stream.ShardDataset({shards}, {self.total_samples} samples, "
                 f"shuffle={self.shuffle}, seed={self.seed}, epoch={self.epoch})")
 
 

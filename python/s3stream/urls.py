@@ -92,7 +92,7 @@ def shard_uris(urls: Union[str, Sequence[str]], client: Client) -> List[str]:
 
 
 def _list_shards(prefix: str, client: Client) -> List[str]:
-    root = _store_root(prefix)
+    root = store_root(prefix)
     found = [root + info.key for info in client.list(prefix) if is_shard(info.key)]
     if not found:
         raise InvalidArgumentError(
@@ -101,11 +101,11 @@ def _list_shards(prefix: str, client: Client) -> List[str]:
     return found
 
 
-def _store_root(uri: str) -> str:
+def store_root(uri: str) -> str:
     """What listed keys are relative to: ``s3://bucket/``, or ``file:///`` for local paths."""
     if uri.startswith("s3://"):
         return "s3://" + uri[len("s3://") :].split("/", 1)[0] + "/"
     return "file:///"
 
 
-__all__ = ["expand_braces", "is_shard", "shard_uris", "SHARD_SUFFIXES"]
+__all__ = ["expand_braces", "is_shard", "shard_uris", "store_root", "SHARD_SUFFIXES"]

@@ -14,8 +14,9 @@ namespace {
 
 using internal::BufferSink;
 
+// "[start, end)", as the drivers write ranges in their messages.
 std::string RangeText(uint64_t start, std::optional<uint64_t> end) {
-  return std::to_string(start) + "-" + (end ? std::to_string(*end) : std::string("end"));
+  return "[" + std::to_string(start) + ", " + (end ? std::to_string(*end) : std::string("end")) + ")";
 }
 
 // Where a range ends, now that the first response told the object's size: its end, cut to the

@@ -133,7 +133,14 @@ Status ShardSampleReader::Parse(Batch& batch) {
                      "rebuild the index: s3stream index " + shard.url + ")");
     };
     for (bool last = false; !last;) {
-      S3S_ASSIGN_OR_RETURN(std::optional<FetchedPiece> piece, fetcher_.Next());
+      Result<std::optional<FetchedPiece>> next = fetcher_.Next();
+      if (!next.ok() && next.status().code() == StatusCode::kPreconditionFailed) {
+        // Pinned to the ETag the index recorded: the shard was replaced after it was indexed.
+        return Status(StatusCode::kPreconditionFailed, next.status().message() + "; " + shard.url +
+                                                           " is not the shard that was indexed: rebuild its index "
+                                                           "(s3stream index " + shard.url + ")");
+      }
+      S3S_ASSIGN_OR_RETURN(std::optional<FetchedPiece> piece, std::move(next));
       if (!piece || piece->range != runs_parsed_) {
         return Internal("the range engine delivered " + (piece ? "range " + std::to_string(piece->range) : "nothing") +
                         " where " + shard.url + " bytes " + std::to_string(run.start) + "- were due");

@@ -225,6 +225,8 @@ TEST_F(ShardPipelineTest, ChangedShardIsDetected) {
   auto next = reader.Next();
   ASSERT_FALSE(next.ok());
   EXPECT_EQ(next.status().code(), StatusCode::kPreconditionFailed);
+  EXPECT_NE(next.status().message().find("rebuild its index (s3stream index "), std::string::npos)
+      << next.status().message();
   EXPECT_EQ(reader.Next().status().code(), StatusCode::kPreconditionFailed);  // sticky
 }
 

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 from s3stream import cli  # noqa: E402
+from s3stream.bench import BenchResult, RunResult, table  # noqa: E402
 from shard_helpers import fields_of, make_shards, upload  # noqa: E402
 
 
@@ -37,8 +38,11 @@ def test_bench_of_shards_counts_every_sample_and_byte_at_each_num_workers(capsys
     for r in result["runs"]:
         assert r["complete"] and r["error"] is None
         assert r["samples"] == 95 and r["bytes"] == payload
-        assert r["first_batch_s"] > 0 and r["samples_per_s"] > 0 and r["mb_per_s"] > 0
-    assert "num_workers" in out and "fastest: num_workers=" in out
+        assert r["first_batch_s"] > 0 and r["pass_samples_per_s"] > 0
+        # 95 small samples pass in far less than a second after the first batch: no steady rate.
+        assert r["samples_per_s"] is None and r["mb_per_s"] is None
+    assert "num_workers" in out and "fastest: num_workers=" in out and "over the whole pass" in out
+    assert "too short for a steady rate" in out
     assert out.count("complete") == 2
 
 
@@ -63,6 +67,24 @@ def test_bench_of_a_missing_prefix_fails_with_the_prefix_named(capsys, s3_endpoi
     assert f"s3://{bucket}/nothing-here/" in err and "Traceback" not in err
 
 
-def test_bench_rejects_bad_worker_lists(capsys, s3_endpoint, bucket):
+@pytest.mark.parametrize("workers", ["two", "0,,1", "-1"])
+def test_bench_rejects_bad_worker_lists(capsys, s3_endpoint, bucket, workers):
     with pytest.raises(SystemExit, match="--workers"):
-        cli.main(["--endpoint-url", s3_endpoint, "bench", f"s3://{bucket}/x/", "--workers", "two"])
+        cli.main(["--endpoint-url", s3_endpoint, "bench", f"s3://{bucket}/x/", "--workers", workers])
+
+
+def test_the_table_prefers_steady_rates_and_says_why_one_is_missing():
+    steady = RunResult(4, samples=50_000, bytes=5 * 10**9, first_batch_s=0.3, samples_per_s=10_000.0,
+                       mb_per_s=1_000.0, pass_samples_per_s=9_000.0, complete=True)
+    short = RunResult(0, samples=500, bytes=5 * 10**7, first_batch_s=2.0, pass_samples_per_s=240.0, complete=True)
+    failed = RunResult(8, error="OSError: too many open files")
+    text = table(BenchResult(["s3://b/p/"], "shards", "ds", 0.1, 64, 20.0, [short, steady, failed]))
+    assert "fastest: num_workers=4, 10,000 samples/s (1.00 GB/s)" in text
+    assert "longer than 6.4 ms" in text  # 64 samples at 10,000/s
+    assert "too short for a steady rate" in text
+    assert "failed: OSError: too many open files" in text
+
+
+def test_bench_refuses_an_unwritable_report_before_measuring(capsys, s3_endpoint, bucket, tmp_path):
+    with pytest.raises(SystemExit, match="cannot write --json"):
+        cli.main(["--endpoint-url", s3_endpoint, "bench", f"s3://{bucket}/x/", "--json", str(tmp_path / "no" / "r.json")])

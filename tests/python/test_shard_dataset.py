@@ -692,6 +692,18 @@ def test_decode_image_tensor_cls_json(boto3_client, bucket, client):
     assert [k for batch in loader for k, _ in batch] == [k for k, _ in samples]
 
 
+def test_decode_works_on_map_samples_by_the_keys_extension():
+    from s3stream.map_dataset import Sample
+
+    jpg = jpeg_bytes(8, 6, seed=1)
+    img = decode(image="tensor")(Sample("s3://b/images/0001.JPG", jpg, 1))
+    assert isinstance(img, Sample) and img.key == "s3://b/images/0001.JPG" and img.index == 1
+    assert isinstance(img.data, torch.Tensor) and tuple(img.data.shape) == (3, 6, 8)
+    assert decode()(Sample("s3://b/labels/0001.cls", b" 7\n", 1)).data == 7
+    raw = Sample("s3://b/blobs/noext", b"xyz", 2)
+    assert decode()(raw) is raw  # no extension: nothing to decode by
+
+
 def test_decode_image_tensor_emits_no_warning():
     """decode(image="tensor") must not make torch warn (it warns once per process: a fresh one)."""
     probe = (
@@ -814,7 +826,7 @@ def test_non_tar_object_as_shard(boto3_client, bucket, client, content):
 
 
 @pytest.mark.parametrize("option", [dict(remainder="x"), dict(batch_size=0), dict(interleave=0), dict(missing="maybe"),
-                                    dict(rank=2, world_size=2), dict(world_size=0)])
+                                    dict(rank=2, world_size=2), dict(world_size=0), dict(piece_size=1)])
 def test_bad_options(uneven, client, option):
     with pytest.raises(s3stream.InvalidArgumentError):
         dataset(uneven.uris, client, **option)

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <sstream>
 #include <string_view>
 
 #include "s3stream/config.h"
@@ -264,7 +265,9 @@ Status ResolveEndpoint(std::string endpoint, const std::string& source, Resolved
 
 Status ValidateOptions(const ClientConfig& c) {
   auto bad = [](const char* what, double got) {
-    return InvalidArgument(std::string(what) + ", got " + std::to_string(got));
+    std::ostringstream text;  // "0", "0.5", "1e+12": not std::to_string's "0.000000"
+    text << what << ", got " << got;
+    return InvalidArgument(text.str());
   };
   // Comparisons are written so that NaN fails them.
   if (c.max_attempts < 1) return bad("max_attempts must be >= 1 (1 means no retries)", c.max_attempts);
