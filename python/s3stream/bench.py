@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 
-# A steady rate needs a window this long after the first batch: a shorter pass is mostly read-ahead
+# A steady rate needs a window this long after the first batch: a shorter one is mostly read-ahead
 # that arrived while the first batch was awaited, and its rate says nothing about the loader.
-MIN_STEADY_S = 1.0
+MIN_STEADY_S = 0.25
 
 
 @dataclass
@@ -42,9 +42,6 @@ class RunResult:
     complete: bool = False  # the pass reached the end of the epoch (else --seconds stopped it)
     error: Optional[str] = None
 
-    @property
-    def best_rate(self) -> Optional[float]:
-        return self.samples_per_s if self.samples_per_s is not None else self.pass_samples_per_s
 
 
 @dataclass
@@ -100,7 +97,9 @@ def _open_dataset(urls: List[str], kind: str, shuffle: bool, client: Any) -> tup
         from .errors import InvalidArgumentError
 
         raise InvalidArgumentError(f"no objects under {prefix}; check the prefix")
-    return kind, MapDataset.from_objects(uris, client=client)
+    dataset = MapDataset.from_objects(uris, client=client)
+    dataset.source = prefix
+    return kind, dataset
 
 
 def _loader(dataset: Any, kind: str, num_workers: int, batch_size: int, shuffle: bool) -> Any:
@@ -211,13 +210,15 @@ def table(result: BenchResult) -> str:
     if short:
         lines.append(f"-: less than {MIN_STEADY_S:g} s after the first batch, too short for a steady rate "
                      "(the read-ahead held most of it); use a larger dataset")
-    rated = [r for r in result.runs if r.best_rate]
-    if rated:
-        best = max(rated, key=lambda r: r.best_rate)
-        steady = best.samples_per_s is not None
-        what = f"{best.best_rate:,.0f} samples/s" + (f" ({best.mb_per_s / 1000:.2f} GB/s)" if steady else " over the whole pass")
+    measured = [r for r in result.runs if not r.error and r.pass_samples_per_s]
+    if measured:
+        # Like with like: steady rates when every setting has one, else every whole pass.
+        steady = all(r.samples_per_s is not None for r in measured)
+        rate = (lambda r: r.samples_per_s) if steady else (lambda r: r.pass_samples_per_s)
+        best = max(measured, key=rate)
+        what = f"{rate(best):,.0f} samples/s" + (f" ({best.mb_per_s / 1000:.2f} GB/s)" if steady else " over the whole pass")
         lines += ["", f"fastest: num_workers={best.num_workers}, {what}. A training step of batch {result.batch_size} "
-                      f"waits for data unless it takes longer than {1000 * result.batch_size / best.best_rate:.1f} ms."]
+                      f"waits for data unless it takes longer than {1000 * result.batch_size / rate(best):.1f} ms."]
     return "\n".join(lines)
 
 
