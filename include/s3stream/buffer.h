@@ -26,8 +26,11 @@ struct PoolState;
 class Buffer {
  public:
   Buffer() = default;
-  // Uninitialised storage of `capacity` bytes, size 0. Not counted against any pool.
+  // Uninitialised storage of `capacity` bytes, size 0. Not counted against any pool. Throws
+  // std::bad_alloc when the memory is not there; TryAllocate returns an invalid Buffer instead
+  // (for sizes that come from a server, and on threads where nothing may throw).
   static Buffer Allocate(size_t capacity);
+  static Buffer TryAllocate(size_t capacity);
   static Buffer CopyOf(std::span<const uint8_t> bytes);
   static Buffer CopyOf(std::string_view bytes);
   // A Buffer over memory someone else owns; `release` runs once the last reference is gone.
@@ -74,7 +77,8 @@ class BufferPool {
   // Blocks until `capacity` bytes fit under the limit. A request larger than the whole limit is
   // granted when nothing else is outstanding, so one oversized read never deadlocks.
   Buffer Acquire(size_t capacity);
-  // Returns an invalid Buffer instead of blocking.
+  // Returns an invalid Buffer instead of blocking. Both return an invalid Buffer when the memory is
+  // not there.
   Buffer TryAcquire(size_t capacity);
 
   size_t limit() const;
@@ -83,6 +87,7 @@ class BufferPool {
   size_t peak() const;
 
  private:
+  Buffer Adopt(size_t capacity);  // storage for bytes already counted as in use
   std::shared_ptr<internal::PoolState> state_;
 };
 

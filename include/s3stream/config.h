@@ -37,6 +37,9 @@ struct ClientConfig {
   double retry_max_delay_s = 5.0;
   bool verify_tls = true;
   std::optional<std::string> ca_bundle;
+  // Client::Get and GetMany hold a whole object in memory: a larger one is refused (kTooLarge,
+  // before any allocation) with the advice to stream it. 0: half of this machine's memory.
+  uint64_t max_get_bytes = 0;
 };
 
 struct Credentials {

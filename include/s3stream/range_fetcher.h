@@ -47,8 +47,11 @@ inline constexpr uint64_t kDefaultPieceSize = 8 << 20;
 // The range as one Buffer: the first piece learns the size (and ETag); the others are requested at
 // once, each writing its own slice. Fails with the first failing piece's Status, after every piece
 // has finished (no GET outlives the Buffer it writes into). With piece_size 0 the range comes in
-// one GET (a whole object: no Range header), for callers whose parallelism is many objects.
-Future<Result<Buffer>> FetchWhole(FetchRange range, uint64_t piece_size = kDefaultPieceSize);
+// one GET (a whole object: no Range header), for callers whose parallelism is many objects. A
+// range longer than max_bytes (or than the memory there is) fails with kTooLarge as soon as its
+// size is known, before anything is allocated for it.
+Future<Result<Buffer>> FetchWhole(FetchRange range, uint64_t piece_size = kDefaultPieceSize,
+                                  uint64_t max_bytes = ~uint64_t{0});
 
 struct FetchOptions {
   uint64_t piece_size = kDefaultPieceSize;

@@ -21,6 +21,7 @@ enum class StatusCode {
   kPreconditionFailed,  // object changed while being read (ETag mismatch)
   kCorrupt,             // data does not parse (bad tar, bad XML)
   kCancelled,           // operation aborted by the caller
+  kTooLarge,            // more than may (or can) be held in memory: stream it instead
   kInternal,            // anything else: a bug or an unexpected server reply
 };
 
@@ -65,6 +66,7 @@ inline Status OutOfRange(std::string m) { return Status(StatusCode::kOutOfRange,
 inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 inline Status Corrupt(std::string m) { return Status(StatusCode::kCorrupt, std::move(m)); }
 inline Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
+inline Status TooLarge(std::string m) { return Status(StatusCode::kTooLarge, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
 // A value or the Status explaining why there is none.

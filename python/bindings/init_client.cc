@@ -82,7 +82,8 @@ void InitClient(nb::module_& m) {
       .def_rw("retry_base_delay_s", &ClientConfig::retry_base_delay_s)
       .def_rw("retry_max_delay_s", &ClientConfig::retry_max_delay_s)
       .def_rw("verify_tls", &ClientConfig::verify_tls)
-      .def_rw("ca_bundle", &ClientConfig::ca_bundle);
+      .def_rw("ca_bundle", &ClientConfig::ca_bundle)
+      .def_rw("max_get_bytes", &ClientConfig::max_get_bytes);
 
   nb::class_<ObjectInfo>(m, "ObjectInfo")
       .def_ro("key", &ObjectInfo::key)
@@ -108,6 +109,7 @@ void InitClient(nb::module_& m) {
       .def_prop_ro("region", [](const Client& c) { return c.config().region; })
       .def_prop_ro("credentials_source", [](const Client& c) { return c.config().credentials_source; })
       .def_prop_ro("path_style", [](const Client& c) { return c.config().path_style; })
+      .def_prop_ro("max_get_bytes", [](const Client& c) { return c.config().options.max_get_bytes; })
       .def("get", &Get, nb::arg("uri"), nb::arg("start") = nb::none(), nb::arg("end") = nb::none())
       .def("get_many", &GetMany, nb::arg("uris"))
       .def("head", &Head, nb::arg("uri"))

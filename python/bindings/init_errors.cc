@@ -16,6 +16,7 @@ const char* PythonClassFor(StatusCode code) {
     case StatusCode::kPreconditionFailed: return "ObjectChangedError";
     case StatusCode::kCorrupt: return "CorruptDataError";
     case StatusCode::kCancelled: return "CancelledError";
+    case StatusCode::kTooLarge: return "TooLargeError";
     default: return "InternalError";
   }
 }

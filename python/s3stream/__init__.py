@@ -19,6 +19,7 @@ from .errors import (
     OutOfRangeError,
     PermissionDeniedError,
     S3StreamError,
+    TooLargeError,
     UnavailableError,
 )
 from .io import ObjectWriter, open
@@ -83,5 +84,6 @@ __all__ = [
     "ObjectChangedError",
     "CorruptDataError",
     "CancelledError",
+    "TooLargeError",
     "InternalError",
 ]

@@ -36,7 +36,9 @@ SETTINGS = {
     "retry_base_delay": "retry_base_delay_s",
     "verify_tls": "verify_tls",
     "ca_bundle": "ca_bundle",
+    "max_get_bytes": "max_get_bytes",
 }
+_WIDE = {"max_get_bytes"}  # 64-bit settings; the other integers are 32-bit
 
 
 class Client:
@@ -58,6 +60,9 @@ class Client:
             ``low_speed_time`` is treated as stalled and retried.
         retry_base_delay: seconds, the backoff's base.
         verify_tls, ca_bundle: TLS certificate checks and the CA bundle to check against.
+        max_get_bytes: the largest object :meth:`get` / :meth:`get_many` hold in memory (default:
+            half of this machine's memory); a larger one raises TooLargeError before anything is
+            allocated: stream it with :func:`s3stream.open` or read a range.
 
     Options left at None take the engine's defaults (:meth:`defaults`).
 
@@ -85,6 +90,7 @@ class Client:
         retry_base_delay: Optional[float] = None,
         verify_tls: Optional[bool] = None,
         ca_bundle: Optional[str] = None,
+        max_get_bytes: Optional[int] = None,
     ) -> None:
         given = dict(locals())
         self._options = {name: given[name] for name in SETTINGS}
@@ -210,7 +216,8 @@ def _checked(name: str, value: Any, default: Any) -> Any:
     elif isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad(f"{name} must be an integer, got {value!r}")
-        if not -(2**31) <= value < 2**31:
+        low, high = (0, 2**63) if name in _WIDE else (-(2**31), 2**31)
+        if not low <= value < high:
             raise bad(f"{name} is out of range, got {value!r}")
     elif isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -58,6 +58,11 @@ class CancelledError(S3StreamError, OSError):
     """The operation was aborted, for example because its client was closed."""
 
 
+class TooLargeError(S3StreamError, MemoryError):
+    """More than may be held in memory at once (an object larger than ``max_get_bytes`` asked for
+    whole, or than the memory there is): stream it with ``s3stream.open(uri, "rb")`` or a range."""
+
+
 class InternalError(S3StreamError, RuntimeError):
     """An unexpected condition inside s3stream; please report it."""
 
@@ -72,5 +77,6 @@ __all__ = [
     "ObjectChangedError",
     "CorruptDataError",
     "CancelledError",
+    "TooLargeError",
     "InternalError",
 ]

@@ -92,7 +92,7 @@ Future<Result<Buffer>> Client::Get(const std::string& uri, std::optional<ByteRan
     fetch.start = range->start;
     fetch.end = range->end;
   }
-  return FetchWhole(std::move(fetch), piece_size);
+  return FetchWhole(std::move(fetch), piece_size, config_->options.max_get_bytes);
 }
 
 Result<std::vector<Buffer>> Client::GetMany(const std::vector<std::string>& uris) {
@@ -105,7 +105,9 @@ Result<std::vector<Buffer>> Client::GetMany(const std::vector<std::string>& uris
   // All requested before any is awaited, so they share the transport's requests in flight.
   std::vector<Future<Result<Buffer>>> pending;
   pending.reserve(located.size());
-  for (Location& where : located) pending.push_back(FetchWhole(WholeObject(std::move(where)), /*piece_size=*/0));
+  for (Location& where : located) {
+    pending.push_back(FetchWhole(WholeObject(std::move(where)), /*piece_size=*/0, config_->options.max_get_bytes));
+  }
   std::vector<Buffer> out;
   out.reserve(pending.size());
   Status first_error;

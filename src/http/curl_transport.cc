@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -35,8 +36,37 @@ struct Transfer {
   HttpHeaders response_headers;
   bool headers_delivered = false;
   bool aborted_by_handler = false;
+  std::string handler_threw;  // what a handler's exception said (it never crosses into libcurl)
   char error[CURL_ERROR_SIZE] = {0};
 };
+
+// Runs a handler call that returns whether to go on. Nothing may be thrown through libcurl's C
+// frames (std::terminate at best): an exception, typically std::bad_alloc, aborts the transfer
+// instead and is reported as its status.
+template <typename Fn>
+bool Guarded(Transfer& t, Fn&& fn) {
+  try {
+    if (fn()) return true;
+  } catch (const std::exception& e) {
+    t.handler_threw = e.what();
+  } catch (...) {
+    t.handler_threw = "an unknown exception";
+  }
+  t.aborted_by_handler = true;
+  return false;
+}
+
+// For callbacks with nothing to report to: the event loop must survive them.
+template <typename Fn>
+void RunSafely(const char* what, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "s3stream: internal error in %s: %s\n", what, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "s3stream: internal error in %s\n", what);
+  }
+}
 
 struct Timer {
   Clock::time_point due;
@@ -151,7 +181,7 @@ class CurlLoop {
           wait_ms = static_cast<int>(std::clamp<long long>(ms + 1, 0, wait_ms));
         }
       }
-      for (auto& fn : due) fn();
+      for (auto& fn : due) RunSafely("a timer", fn);
       for (auto& transfer : incoming) Start(std::move(transfer));
       if (!due.empty() || !incoming.empty()) wait_ms = 0;
 
@@ -176,6 +206,9 @@ class CurlLoop {
     const HttpRequest& req = t->request;
 
     curl_easy_setopt(easy, CURLOPT_URL, req.url.c_str());
+    // Keys are opaque: "a/../b" is a key, not a path to resolve. Without this libcurl would send
+    // "/b" (another object, another bucket) and the signature would cover what was not sent.
+    curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
@@ -235,17 +268,17 @@ class CurlLoop {
     if (trimmed.empty()) {
       if (t->http_status >= 200 && !t->headers_delivered) {
         t->headers_delivered = true;
-        if (!t->handler->OnHeaders(t->http_status, t->response_headers)) {
-          t->aborted_by_handler = true;
-          return 0;
-        }
+        if (!Guarded(*t, [&] { return t->handler->OnHeaders(t->http_status, t->response_headers); })) return 0;
       }
       return line.size();
     }
     auto colon = trimmed.find(':');
-    if (colon != std::string_view::npos) {
-      t->response_headers.emplace_back(std::string(Trim(trimmed.substr(0, colon))),
-                                       std::string(Trim(trimmed.substr(colon + 1))));
+    if (colon != std::string_view::npos && !Guarded(*t, [&] {
+          t->response_headers.emplace_back(std::string(Trim(trimmed.substr(0, colon))),
+                                           std::string(Trim(trimmed.substr(colon + 1))));
+          return true;
+        })) {
+      return 0;
     }
     return line.size();
   }
@@ -253,8 +286,7 @@ class CurlLoop {
   static size_t OnWrite(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     size_t len = size * n;
-    if (!t->handler->OnBody({reinterpret_cast<const uint8_t*>(data), len})) {
-      t->aborted_by_handler = true;
+    if (!Guarded(*t, [&] { return t->handler->OnBody({reinterpret_cast<const uint8_t*>(data), len}); })) {
       return 0;  // any value != len aborts the transfer
     }
     return len;
@@ -280,7 +312,9 @@ class CurlLoop {
       std::unique_ptr<Transfer> transfer = std::move(it->second);
       active_.erase(it);
       Status status;
-      if (transfer->aborted_by_handler) {
+      if (!transfer->handler_threw.empty()) {
+        status = Internal("the response handler failed: " + transfer->handler_threw);
+      } else if (transfer->aborted_by_handler) {
         status = Cancelled("aborted by the response handler");
       } else if (code != CURLE_OK) {
         std::string detail = transfer->error[0] ? transfer->error : curl_easy_strerror(code);
@@ -288,8 +322,11 @@ class CurlLoop {
       } else if (!transfer->headers_delivered) {
         // A response without a final blank header line (e.g. HEAD on some servers): deliver now.
         transfer->headers_delivered = true;
-        if (!transfer->handler->OnHeaders(transfer->http_status, transfer->response_headers))
-          status = Cancelled("aborted by the response handler");
+        Transfer& t = *transfer;
+        if (!Guarded(t, [&] { return t.handler->OnHeaders(t.http_status, t.response_headers); })) {
+          status = t.handler_threw.empty() ? Cancelled("aborted by the response handler")
+                                           : Internal("the response handler failed: " + t.handler_threw);
+        }
       }
       Finish(*transfer, status);
       if (idle_handles_.size() < 256) {
@@ -304,7 +341,7 @@ class CurlLoop {
     curl_slist_free_all(t.header_list);
     t.header_list = nullptr;
     auto handler = std::move(t.handler);
-    handler->OnComplete(status);
+    RunSafely("a request's completion", [&] { handler->OnComplete(status); });
   }
 
   void DrainAfterStop() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -13,6 +14,18 @@ namespace s3stream {
 namespace {
 
 using internal::BufferSink;
+
+// "12.3 GB" (decimal units), beside the exact count where it matters.
+std::string BytesText(uint64_t n) {
+  char text[64];
+  if (n < 1000000) {
+    std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(n));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f %s (%llu bytes)", n >= 1e9 ? n / 1e9 : n / 1e6, n >= 1e9 ? "GB" : "MB",
+                  static_cast<unsigned long long>(n));
+  }
+  return text;
+}
 
 // "[start, end)", as the drivers write ranges in their messages.
 std::string RangeText(uint64_t start, std::optional<uint64_t> end) {
@@ -86,8 +99,11 @@ Status CheckPlanned(const std::string& object, uint64_t offset, uint64_t planned
 // lock. Pieces are not cancelled when one fails: the result waits for all of them.
 class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
  public:
-  WholeFetch(FetchRange range, uint64_t piece_size)
-      : range_(std::move(range)), object_(range_.store->Describe(range_.key)), piece_size_(piece_size) {}
+  WholeFetch(FetchRange range, uint64_t piece_size, uint64_t max_bytes)
+      : range_(std::move(range)),
+        object_(range_.store->Describe(range_.key)),
+        piece_size_(piece_size),
+        max_bytes_(max_bytes) {}
 
   Future<Result<Buffer>> Start() {
     const FetchRange& r = range_;
@@ -126,10 +142,19 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
       return Internal(object_ + ": the store announced " + std::to_string(start.content_length) +
                       " bytes for a range of " + std::to_string(total));
     }
+    if (total > max_bytes_) {
+      return TooLarge(object_ + (from > 0 || range_.end ? " (the range asked for)" : "") + " is " + BytesText(total) +
+                      ", more than one get may hold in memory (max_get_bytes: " + BytesText(max_bytes_) +
+                      "); stream it with s3stream.open(uri, 'rb'), or get it by ranges");
+    }
     std::vector<std::pair<GetOptions, uint64_t>> rest;  // options, offset in the Buffer
     {
       std::lock_guard<std::mutex> lock(mu_);
-      whole_ = Buffer::Allocate(total);
+      whole_ = Buffer::TryAllocate(total);
+      if (!whole_.valid()) {
+        return TooLarge("not enough memory for the " + BytesText(total) + " of " + object_ +
+                        "; stream it with s3stream.open(uri, 'rb'), or get it by ranges");
+      }
       whole_.resize(total);
       for (uint64_t at = start.content_length; piece_size_ > 0 && at < total; at += piece_size_) {
         GetOptions part;
@@ -170,6 +195,7 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
   const FetchRange range_;
   const std::string object_;
   const uint64_t piece_size_;
+  const uint64_t max_bytes_;
   Promise<Result<Buffer>> promise_;
   std::mutex mu_;
   Buffer whole_;
@@ -179,9 +205,9 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
 
 }  // namespace
 
-Future<Result<Buffer>> FetchWhole(FetchRange range, uint64_t piece_size) {
+Future<Result<Buffer>> FetchWhole(FetchRange range, uint64_t piece_size, uint64_t max_bytes) {
   if (!range.store) return Future<Result<Buffer>>::Ready(InvalidArgument("FetchWhole needs a store"));
-  return std::make_shared<WholeFetch>(std::move(range), piece_size)->Start();
+  return std::make_shared<WholeFetch>(std::move(range), piece_size, max_bytes)->Start();
 }
 
 // ---- RangeFetcher
@@ -270,7 +296,10 @@ bool RangeFetcher::Issue(Cursor& c, bool force) {
     } else {
       S3S_RETURN_IF_ERROR(CheckPlanned(plan->object(), offset, planned, start));
     }
-    return memory.valid() ? memory : Buffer::Allocate(start.content_length);
+    if (memory.valid()) return memory;
+    Buffer fresh = Buffer::TryAllocate(start.content_length);  // at most one piece
+    if (!fresh.valid()) return TooLarge("not enough memory for a piece of " + plan->object());
+    return fresh;
   };
   auto sink = std::make_shared<BufferSink>(c.plan->object(), std::move(prepare), piece.cancelled);
   auto shared = shared_;

@@ -11,7 +11,12 @@ namespace s3stream {
 
 Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, const GetOptions& options) {
   auto sink = std::make_shared<internal::BufferSink>(
-      store.Describe(key), [](const GetStart& start) -> Result<Buffer> { return Buffer::Allocate(start.content_length); });
+      store.Describe(key), [object = store.Describe(key)](const GetStart& start) -> Result<Buffer> {
+        Buffer buffer = Buffer::TryAllocate(start.content_length);
+        if (!buffer.valid()) return TooLarge("not enough memory for the " + std::to_string(start.content_length) +
+                                             " bytes of " + object);
+        return buffer;
+      });
   Promise<Result<Buffer>> promise;
   Future<Result<Buffer>> result = promise.future();
   store.Get(key, options, sink).Then([sink, promise](const Status& status) mutable {

@@ -18,6 +18,7 @@ namespace {
 // never faulted in; what the coarse classes buy is reuse: a reader's ranges of 5.8-7 MB all share
 // the 8 MiB class instead of spreading over three classes, each needing its own blocks (measured:
 // a fresh DataLoader worker faulted in ~40% more memory, and zeroing it was its top CPU cost).
+// Callers keep n <= kMaxBlock (AcquireBlock refuses more), so the doubling cannot overflow.
 size_t ClassSize(size_t n) {
   size_t power = 1;
   while (power < n) power *= 2;
@@ -56,9 +57,10 @@ void ResetAfterFork() {
 }  // namespace
 
 uint8_t* AcquireBlock(size_t size, size_t* block_size) {
+  if (size > kMaxBlock) return nullptr;
   if (size < kMinCachedBlock) {
     *block_size = size;
-    return new uint8_t[size];
+    return new (std::nothrow) uint8_t[size];
   }
   const size_t cls = ClassSize(size);
   *block_size = cls;
@@ -73,7 +75,7 @@ uint8_t* AcquireBlock(size_t size, size_t* block_size) {
     }
   }
   if (uint8_t* block = ArenaAllocate(cls)) return block;
-  return new uint8_t[cls];
+  return new (std::nothrow) uint8_t[cls];
 }
 
 void ReleaseBlock(uint8_t* block, size_t block_size) {

@@ -15,7 +15,11 @@ namespace s3stream::internal {
 // Blocks smaller than this go straight to the allocator (which recycles small sizes well).
 inline constexpr size_t kMinCachedBlock = 64 << 10;
 
+// The largest block: 2^62 bytes, so the power-of-two classes never overflow.
+inline constexpr size_t kMaxBlock = size_t{1} << 62;
+
 // A block of at least `size` bytes; `*block_size` receives its real size, to give back with it.
+// nullptr when the memory is not there (or size > kMaxBlock): never throws.
 uint8_t* AcquireBlock(size_t size, size_t* block_size);
 void ReleaseBlock(uint8_t* block, size_t block_size);
 

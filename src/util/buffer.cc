@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 namespace s3stream {
 namespace internal {
@@ -25,7 +26,15 @@ struct PoolState {
 };
 
 struct BufferStorage {
-  explicit BufferStorage(size_t n) : bytes(AcquireBlock(n, &block_size)), capacity(n) {}
+  // Storage for n bytes, or nullptr when the memory is not there.
+  static std::shared_ptr<BufferStorage> Make(size_t n) {
+    size_t block_size = 0;
+    uint8_t* bytes = AcquireBlock(n, &block_size);
+    if (bytes == nullptr) return nullptr;
+    auto storage = std::make_shared<BufferStorage>(bytes, n, nullptr);
+    storage->block_size = block_size;
+    return storage;
+  }
   BufferStorage(uint8_t* external, size_t n, std::function<void()> release_fn)
       : bytes(external), capacity(n), release(std::move(release_fn)) {}
   ~BufferStorage() {
@@ -52,7 +61,14 @@ struct BufferStorage {
 Buffer::Buffer(std::shared_ptr<internal::BufferStorage> storage) : storage_(std::move(storage)) {}
 
 Buffer Buffer::Allocate(size_t capacity) {
-  return Buffer(std::make_shared<internal::BufferStorage>(capacity));
+  auto storage = internal::BufferStorage::Make(capacity);
+  if (!storage) throw std::bad_alloc();
+  return Buffer(std::move(storage));
+}
+
+Buffer Buffer::TryAllocate(size_t capacity) {
+  auto storage = internal::BufferStorage::Make(capacity);
+  return storage ? Buffer(std::move(storage)) : Buffer();
 }
 
 Buffer Buffer::Wrap(uint8_t* data, size_t size, std::function<void()> release) {
@@ -111,9 +127,7 @@ Buffer BufferPool::Acquire(size_t capacity) {
     state_->released.wait(lock, [&] { return state_->Fits(capacity); });
     state_->Take(capacity);
   }
-  auto storage = std::make_shared<internal::BufferStorage>(capacity);
-  storage->owner = state_;
-  return Buffer(std::move(storage));
+  return Adopt(capacity);
 }
 
 Buffer BufferPool::TryAcquire(size_t capacity) {
@@ -122,7 +136,17 @@ Buffer BufferPool::TryAcquire(size_t capacity) {
     if (!state_->Fits(capacity)) return Buffer();
     state_->Take(capacity);
   }
-  auto storage = std::make_shared<internal::BufferStorage>(capacity);
+  return Adopt(capacity);
+}
+
+Buffer BufferPool::Adopt(size_t capacity) {
+  auto storage = internal::BufferStorage::Make(capacity);
+  if (!storage) {
+    std::lock_guard<std::mutex> lock(state_->mu);  // give back what was counted for it
+    state_->in_use -= capacity;
+    state_->released.notify_all();
+    return Buffer();
+  }
   storage->owner = state_;
   return Buffer(std::move(storage));
 }

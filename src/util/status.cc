@@ -13,6 +13,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kPreconditionFailed: return "PreconditionFailed";
     case StatusCode::kCorrupt: return "Corrupt";
     case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kTooLarge: return "TooLarge";
     case StatusCode::kInternal: return "Internal";
   }
   return "Unknown";

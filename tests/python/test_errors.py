@@ -19,6 +19,7 @@ HIERARCHY = {
     "UnavailableError": ConnectionError,
     "ObjectChangedError": OSError,
     "CorruptDataError": ValueError,
+    "TooLargeError": MemoryError,
 }
 
 

@@ -4,6 +4,8 @@
 //
 // An empty string counts as unset everywhere (an exported-but-empty AWS_REGION, or a binding that
 // passes "" for "not given"), as the AWS SDKs do for environment variables.
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -295,6 +297,14 @@ std::optional<Setting> FirstSet(std::initializer_list<std::pair<std::optional<st
   return std::nullopt;
 }
 
+// The default of ClientConfig::max_get_bytes.
+uint64_t HalfOfMemory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{4} << 30;  // unknown: 4 GiB
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -310,6 +320,7 @@ Result<ResolvedConfig> ResolveConfig(const ClientConfig& config, const Environme
   S3S_RETURN_IF_ERROR(ValidateOptions(config));
   ResolvedConfig out;
   out.options = config;
+  if (out.options.max_get_bytes == 0) out.options.max_get_bytes = HalfOfMemory();
 
   Profile profile;
   std::optional<std::string> named = NonEmpty(config.profile);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "store/s3/s3_store.h"
+#include "util/numbers.h"
 
 namespace s3stream::internal {
 namespace {
@@ -26,7 +27,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
         error_ctx_(MakeErrorContext(*ctx_, "GET", bucket_, object_)),
         options_(std::move(options)),
         sink_(std::move(sink)),
-        etag_(options_.if_match) {}
+        etag_(StripQuotes(options_.if_match)) {}
 
   Future<Status> Begin() {
     if (options_.range) {
@@ -63,18 +64,35 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
         return Fail(Internal("GET " + object_ + ": asked for byte " + std::to_string(requested_from) +
                              " but the server sent from " + std::to_string(first)), false);
       }
+      if (const std::string* cl = FindHeader(headers, "Content-Length"); cl && ParseSize(*cl) != last - first + 1) {
+        return Fail(Internal("GET " + object_ + ": the response's Content-Length and Content-Range disagree"), false);
+      }
     } else {
-      // 200: the whole object, also when a range was asked for (servers may ignore Range).
+      // 200: the whole object, also when a range was asked for (servers may ignore Range). Its
+      // length must be stated: without it (a chunked or close-delimited body) a cut-short body
+      // would look complete.
       const std::string* cl = FindHeader(headers, "Content-Length");
-      total = cl ? std::strtoull(cl->c_str(), nullptr, 10) : 0;
+      std::optional<uint64_t> length = cl ? ParseSize(*cl) : std::nullopt;
+      if (!length) {
+        return Fail(Internal("GET " + object_ + ": the response has " +
+                             (cl ? "an invalid Content-Length" : "no Content-Length (a chunked or close-delimited body)") +
+                             ", so a cut-short body could not be told from a whole one; S3 always states it"), false);
+      }
+      total = *length;
       *skip = requested_from;
     }
     const std::string* etag_header = FindHeader(headers, "ETag");
     std::string etag = etag_header ? StripQuotes(*etag_header) : "";
+    // A server that ignores If-Match answers with another version: refuse it rather than mix.
+    if (!etag_.empty() && !etag.empty() && etag != etag_) {
+      return Fail(Status(StatusCode::kPreconditionFailed,
+                         object_ + " changed while it was being read (ETag " + etag + ", expected " + etag_ +
+                             "); restart the read"), false);
+    }
 
     if (!started_) {
       if (end_ && *end_ > total && options_.clamp_end) end_ = std::max(start_, total);
-      if (end_ && *end_ > total) {
+      if ((end_ && *end_ > total) || start_ > total) {
         return Fail(OutOfRange("byte range " + RangeText(start_, end_) + " is outside " + object_ + " (" +
                                std::to_string(total) + " bytes)"), false);
       }
@@ -98,18 +116,26 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
       bytes = bytes.subspan(n);
       *skip -= n;
     }
-    uint64_t remaining = content_length_ - delivered_;
-    if (bytes.size() > remaining) bytes = bytes.first(remaining);
-    if (bytes.empty()) return true;
-    sink_status_ = sink_->OnData(bytes);
-    if (!sink_status_.ok()) return false;
-    delivered_ += bytes.size();
-    return true;
+    const uint64_t remaining = content_length_ - delivered_;
+    // More than wanted (a server that ignored Range, or sent past what it announced): keep what
+    // was asked for and stop the transfer instead of reading the rest.
+    const bool more = bytes.size() > remaining;
+    if (more) bytes = bytes.first(remaining);
+    if (!bytes.empty()) {
+      sink_status_ = sink_->OnData(bytes);
+      if (!sink_status_.ok()) return false;
+      delivered_ += bytes.size();
+    }
+    return !more;
   }
 
   void OnAttemptComplete(const Status& transport_status, int http_status, const std::string& error_body) {
     if (!sink_status_.ok()) return Finish(sink_status_);
     if (failure_) return Finish(failure_->status);
+    // Every wanted byte arrived: done, whatever happened to the rest of the response.
+    if (started_ && delivered_ == content_length_ && (http_status == 200 || http_status == 206)) {
+      return Finish(Status::Ok());
+    }
     AttemptFailure failure;
     if (!transport_status.ok()) {
       failure = ClassifyTransportError(transport_status, error_ctx_);

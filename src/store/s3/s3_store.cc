@@ -2,6 +2,8 @@
 
 #include <ctime>
 
+#include "util/numbers.h"
+
 namespace s3stream::internal {
 namespace {
 
@@ -121,11 +123,18 @@ Future<Result<ObjectInfo>> StartS3Head(std::shared_ptr<const S3Context> ctx, std
   S3Address address{bucket, key, ""};
   ExecuteWithRetry(
       ctx, MakeErrorContext(*ctx, "HEAD", bucket, object), [c, address] { return MakeS3Request(*c, "HEAD", address); },
-      [promise, key](Result<BufferedResponse> r) mutable {
+      [promise, key, object](Result<BufferedResponse> r) mutable {
         if (!r.ok()) return promise.Set(r.status());
         ObjectInfo info;
         info.key = key;
-        if (const std::string* cl = FindHeader(r->headers, "Content-Length")) info.size = std::strtoull(cl->c_str(), nullptr, 10);
+        const std::string* cl = FindHeader(r->headers, "Content-Length");
+        std::optional<uint64_t> size = cl ? ParseSize(*cl) : std::nullopt;
+        if (!size) {
+          return promise.Set(Internal("HEAD " + object + ": the response has " +
+                                      (cl ? "an invalid Content-Length '" + cl->substr(0, 40) + "'" : "no Content-Length") +
+                                      ", so the object's size is unknown"));
+        }
+        info.size = *size;
         if (const std::string* etag = FindHeader(r->headers, "ETag")) info.etag = StripQuotes(*etag);
         if (const std::string* lm = FindHeader(r->headers, "Last-Modified")) info.last_modified = HttpDateToIso8601(*lm);
         promise.Set(std::move(info));
@@ -134,12 +143,20 @@ Future<Result<ObjectInfo>> StartS3Head(std::shared_ptr<const S3Context> ctx, std
 }
 
 bool ParseContentRange(std::string_view value, uint64_t* first, uint64_t* last, uint64_t* total) {
-  unsigned long long a = 0, b = 0, t = 0;
-  std::string s(value);
-  if (std::sscanf(s.c_str(), "bytes %llu-%llu/%llu", &a, &b, &t) != 3 || b < a || b >= t) return false;
-  *first = a;
-  *last = b;
-  *total = t;
+  // "bytes FIRST-LAST/TOTAL" (RFC 9110), every number checked: a server's word is not trusted.
+  constexpr std::string_view kUnit = "bytes ";
+  if (!value.starts_with(kUnit)) return false;
+  value.remove_prefix(kUnit.size());
+  const size_t dash = value.find('-');
+  const size_t slash = value.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) return false;
+  std::optional<uint64_t> a = ParseSize(value.substr(0, dash));
+  std::optional<uint64_t> b = ParseSize(value.substr(dash + 1, slash - dash - 1));
+  std::optional<uint64_t> t = ParseSize(value.substr(slash + 1));
+  if (!a || !b || !t || *b < *a || *b >= *t) return false;
+  *first = *a;
+  *last = *b;
+  *total = *t;
   return true;
 }
 

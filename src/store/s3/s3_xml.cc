@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "util/numbers.h"
+
 namespace s3stream::internal {
 namespace {
 
@@ -78,7 +80,9 @@ Result<ListPage> ParseListObjectsV2(std::string_view body) {
   for (pugi::xml_node c : root.children("Contents")) {
     ObjectInfo info;
     info.key = decode(Text(c, "Key"));
-    info.size = std::strtoull(c.child("Size").text().as_string("0"), nullptr, 10);
+    std::optional<uint64_t> size = ParseSize(Text(c, "Size"));
+    if (!size) return Corrupt("ListObjectsV2 response lists " + info.key + " with an invalid Size '" + Text(c, "Size").substr(0, 40) + "'");
+    info.size = *size;
     info.etag = StripQuotes(Text(c, "ETag"));
     info.last_modified = Text(c, "LastModified");
     page.objects.push_back(std::move(info));

@@ -1,0 +1,201 @@
+"""What a server (or the user's own data) may send that S3 would not: absurd sizes, missing or wrong
+lengths, ignored preconditions, keys that look like paths. Each case must end in a clear, typed
+error or in exactly the right bytes; never an abort, a hang, silent short data or another object.
+
+The cases that once crashed or hung the process run in a child process, so a regression fails the
+test instead of taking the whole run down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import s3stream
+from helpers import random_bytes, s3_uri
+from hostile_server import HostileServer, response
+
+
+def client_for(url: str, **options) -> s3stream.Client:
+    options.setdefault("max_attempts", 1)
+    return s3stream.Client(endpoint_url=url, **options)
+
+
+def run_isolated(url: str, code: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """Runs `code` (with `client` bound to a Client for `url`) in a child process."""
+    script = f"import s3stream\nclient = s3stream.Client(endpoint_url={url!r}, max_attempts=1)\n" + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+
+
+# --- sizes from the server ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("headers", [
+    {"Content-Length": str(10**12)},  # a whole-object answer of 1 TB
+    {"Content-Length": str(2**63)},   # past what any size may be
+])
+def test_an_absurd_content_length_is_a_clear_error_not_an_abort(headers):
+    def handler(req):
+        return response(200, b"", {**headers, "ETag": '"e"', "Connection": "close"}, length=False)
+
+    with HostileServer(handler) as url:
+        proc = run_isolated(url, """
+            try:
+                client.get_many(["s3://bucket/huge"])
+            except s3stream.S3StreamError as e:
+                print(type(e).__name__, e)
+        """)
+    assert proc.returncode == 0, proc.stderr  # a crash (SIGABRT) has a negative code
+    assert proc.stdout.startswith(("TooLargeError", "InternalError")), proc.stdout + proc.stderr
+    assert "s3://bucket/huge" in proc.stdout
+
+
+def test_a_huge_object_for_get_says_to_stream_it_before_allocating():
+    size = 50 * 10**9  # a legitimate 50 GB object
+
+    def handler(req):
+        first, last = req.byte_range()
+        last = min(last, size - 1)
+        return response(206, b"", {"Content-Range": f"bytes {first}-{last}/{size}", "ETag": '"e"',
+                                   "Content-Length": str(last - first + 1), "Connection": "close"}, length=False)
+
+    with HostileServer(handler) as url:
+        proc = run_isolated(url, """
+            try:
+                client.get("s3://bucket/big")
+            except s3stream.TooLargeError as e:
+                print("TooLargeError", e)
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("TooLargeError"), proc.stdout + proc.stderr
+    assert "s3stream.open(uri, 'rb')" in proc.stdout and "50.0 GB" in proc.stdout
+
+
+def test_max_get_bytes_refuses_a_real_object_and_open_still_streams_it(boto3_client, bucket, s3_endpoint):
+    data = random_bytes(3 << 20, seed=5)
+    boto3_client.put_object(Bucket=bucket, Key="big.bin", Body=data)
+    small = s3stream.Client(endpoint_url=s3_endpoint, max_get_bytes=1 << 20)
+    with pytest.raises(s3stream.TooLargeError, match="max_get_bytes"):
+        small.get(s3_uri(bucket, "big.bin"))
+    with pytest.raises(MemoryError):
+        small.get_many([s3_uri(bucket, "big.bin")])
+    assert bytes(small.get(s3_uri(bucket, "big.bin"), 0, 1 << 20)) == data[: 1 << 20]  # a range that fits
+    with s3stream.open(s3_uri(bucket, "big.bin"), "rb", client=small) as f:
+        assert hashlib.sha256(f.read()).digest() == hashlib.sha256(data).digest()
+
+
+def test_a_content_range_total_of_2_to_the_64_neither_hangs_the_client_nor_passes():
+    def handler(req):
+        if req.key == "fine":
+            return response(200, b"fine", {"ETag": '"f"'})
+        return response(206, b"x" * 100, {"Content-Range": "bytes 0-99/18446744073709551615", "ETag": '"e"'})
+
+    with HostileServer(handler) as url:
+        proc = run_isolated(url, """
+            try:
+                client.get("s3://bucket/evil")
+            except s3stream.S3StreamError as e:
+                print(type(e).__name__, e)
+            print(bytes(client.get("s3://bucket/fine")))  # the client still works
+        """, timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("InternalError") and "Content-Range" in lines[0], proc.stdout
+    assert lines[1] == "b'fine'"
+
+
+@pytest.mark.parametrize("body_framing", ["close-delimited", "chunked"])
+def test_a_body_without_content_length_is_refused_not_returned_empty(body_framing):
+    data = b"0123456789" * 100
+
+    def handler(req):
+        if body_framing == "chunked":
+            body = f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n"
+            return response(200, body, {"Transfer-Encoding": "chunked", "ETag": '"e"'}, length=False)
+        return response(200, data, {"ETag": '"e"', "Connection": "close"}, length=False)
+
+    with HostileServer(handler) as url:
+        client = client_for(url)
+        for fetch in (lambda: client.get("s3://bucket/k"), lambda: client.get_many(["s3://bucket/k"])):
+            with pytest.raises(s3stream.InternalError, match="no Content-Length"):
+                fetch()
+
+
+@pytest.mark.parametrize("value", ["12abc", "-5", "", "99999999999999999999999"])
+def test_an_invalid_length_is_refused(value):
+    def handler(req):
+        return response(200, b"" if req.method == "HEAD" else b"abc",
+                        {"Content-Length": value, "ETag": '"e"', "Connection": "close"}, length=False)
+
+    with HostileServer(handler) as url:
+        client = client_for(url)
+        # Ours, or libcurl's own refusal (reported as a failed transfer): named either way.
+        with pytest.raises((s3stream.InternalError, s3stream.UnavailableError), match="Content-Length"):
+            client.head("s3://bucket/k")
+        with pytest.raises((s3stream.InternalError, s3stream.UnavailableError), match="Content-Length"):
+            client.get_many(["s3://bucket/k"])
+
+
+# --- versions ---------------------------------------------------------------------------------------------
+
+
+def test_a_server_that_ignores_if_match_cannot_mix_two_versions():
+    size = 20 << 20
+    version = {"n": 0}
+
+    def handler(req):
+        version["n"] += 1
+        etag = '"v1"' if version["n"] == 1 else '"v2"'  # replaced after the first piece; If-Match ignored
+        first, last = req.byte_range()
+        last = min(last, size - 1)
+        return response(206, bytes(last - first + 1), {"Content-Range": f"bytes {first}-{last}/{size}", "ETag": etag})
+
+    with HostileServer(handler) as url:
+        with pytest.raises(s3stream.ObjectChangedError, match="v2"):
+            client_for(url).get("s3://bucket/k")
+
+
+def test_a_server_that_ignores_range_gets_the_wanted_bytes_and_is_cut_off():
+    data = random_bytes(12 << 20, seed=8)
+
+    def handler(req):
+        return response(200, data, {"ETag": '"e"'})  # always the whole object
+
+    with HostileServer(handler) as url:
+        client = client_for(url)
+        assert bytes(client.get("s3://bucket/k", 5 << 20, (5 << 20) + 100)) == data[5 << 20:(5 << 20) + 100]
+        assert bytes(client.get("s3://bucket/k")) == data  # pieces of 8 MiB, each from a whole answer
+
+
+# --- keys that look like paths ------------------------------------------------------------------------------
+
+
+KEYS = ["dots/a/../b.txt", "dots/./c.txt", "dots/../escape.txt", "dots//double.txt", "dots/..", "dots/."]
+
+
+def test_dot_segments_are_part_of_the_key_not_a_path(boto3_client, bucket, client):
+    for i, key in enumerate(KEYS):
+        boto3_client.put_object(Bucket=bucket, Key=key, Body=f"object {i}".encode())
+    boto3_client.put_object(Bucket=bucket, Key="dots/b.txt", Body=b"the other object")
+    for i, key in enumerate(KEYS):
+        uri = s3_uri(bucket, key)
+        assert bytes(client.get(uri)) == f"object {i}".encode(), key
+        assert client.head(uri).size == len(f"object {i}"), key
+        with s3stream.open(uri, "rb", client=client) as f:
+            assert f.read() == f"object {i}".encode()
+    client.put(s3_uri(bucket, "up/x/../y.txt"), b"written")
+    keys = [o["Key"] for o in boto3_client.list_objects_v2(Bucket=bucket, Prefix="up/")["Contents"]]
+    assert keys == ["up/x/../y.txt"]  # not "up/y.txt"
+
+
+def test_a_listed_key_cannot_send_a_dataset_to_another_bucket(boto3_client, bucket, client):
+    """A key such as shards/../../other-bucket/evil.tar stays a key of this bucket."""
+    key = "shards/../../other-bucket/evil.tar"
+    boto3_client.put_object(Bucket=bucket, Key=key, Body=b"not a tar at all, but this bucket's own object")
+    assert bytes(client.get(s3_uri(bucket, key))).startswith(b"not a tar")
+    with pytest.raises(s3stream.NotFoundError):  # and not "other-bucket/evil.tar" anywhere else
+        client.get(f"s3://{bucket}/other-bucket/evil.tar")
