@@ -66,9 +66,9 @@ class Client {
   // parallelism); in the order given. Fails with the first failure, after every GET finished.
   Result<std::vector<Buffer>> GetMany(const std::vector<std::string>& uris);
   Future<Result<ObjectInfo>> Head(const std::string& uri);
-  // One page of the objects under the URI's key (a prefix).
-  Future<Result<ListPage>> List(const std::string& uri, const std::string& delimiter = "",
-                                const std::string& continuation_token = "", int max_keys = 1000);
+  // The objects under the URI's key (a prefix), page by page (ListPager: an endless listing is
+  // refused).
+  Result<ListPager> List(const std::string& uri, const std::string& delimiter = "", int max_keys = 1000);
   Future<Result<std::string>> Put(const std::string& uri, Buffer data);  // the new ETag
   Future<Status> Delete(const std::string& uri);
 

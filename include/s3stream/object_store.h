@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -113,9 +114,25 @@ class ObjectStore {
 // range engine, range_fetcher.h; this is the single request underneath, for tests and tools).
 Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, const GetOptions& options = {});
 
-// Follows continuation tokens; `on_page` sees each page as it arrives and may stop with a non-OK
-// status. Blocks: never call it from a driver's thread (a future's callback).
-Status ListEach(ObjectStore& store, ListRequest request,
+// The pages of a listing, in order, following continuation tokens: every way of listing (ListEach,
+// Client listings, so Python's Client.list) goes through it. A store that hands out a token it
+// gave before would make the listing endless; that is refused (kCorrupt) instead.
+// Threading: one caller at a time. Blocks: never call Next from a driver's thread.
+class ListPager {
+ public:
+  ListPager(std::shared_ptr<ObjectStore> store, ListRequest first);
+  // The next page, or nullopt after the last one.
+  Result<std::optional<ListPage>> Next();
+
+ private:
+  std::shared_ptr<ObjectStore> store_;
+  ListRequest request_;
+  bool done_ = false;
+  std::set<std::string> seen_tokens_;
+};
+
+// Every page of a listing; `on_page` sees each as it arrives and may stop with a non-OK status.
+Status ListEach(std::shared_ptr<ObjectStore> store, ListRequest request,
                 const std::function<Status(const ListPage&)>& on_page);
 
 }  // namespace s3stream

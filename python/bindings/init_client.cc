@@ -34,11 +34,15 @@ ObjectInfo Head(Client& client, const std::string& uri) {
   return Unwrap(client.Head(uri).Take());
 }
 
-std::tuple<std::vector<ObjectInfo>, std::vector<std::string>, std::string> ListPageOf(
-    Client& client, const std::string& uri, const std::string& delimiter, const std::string& token, int max_keys) {
-  nb::gil_scoped_release release;
-  ListPage page = Unwrap(client.List(uri, delimiter, token, max_keys).Take());
-  return {std::move(page.objects), std::move(page.common_prefixes), std::move(page.next_continuation_token)};
+// The next page as (objects, common prefixes), or None after the last one.
+nb::object NextPage(ListPager& pager) {
+  Result<std::optional<ListPage>> next = [&] {
+    nb::gil_scoped_release release;
+    return pager.Next();
+  }();
+  std::optional<ListPage> page = Unwrap(std::move(next));
+  if (!page) return nb::none();
+  return nb::make_tuple(std::move(page->objects), std::move(page->common_prefixes));
 }
 
 std::string Put(Client& client, const std::string& uri, nb::handle data) {
@@ -103,6 +107,8 @@ void InitClient(nb::module_& m) {
                ", size=" + std::to_string(i.size) + ", etag='" + i.etag + "')";
       });
 
+  nb::class_<ListPager>(m, "ListPager").def("next", &NextPage, "The next page (objects, prefixes), or None.");
+
   nb::class_<Client>(m, "Client")
       .def_static("create", [](const ClientConfig& config) { return Unwrap(Client::Create(config)); })
       .def_prop_ro("endpoint", [](const Client& c) { return c.config().endpoint; })
@@ -113,7 +119,9 @@ void InitClient(nb::module_& m) {
       .def("get", &Get, nb::arg("uri"), nb::arg("start") = nb::none(), nb::arg("end") = nb::none())
       .def("get_many", &GetMany, nb::arg("uris"))
       .def("head", &Head, nb::arg("uri"))
-      .def("list_page", &ListPageOf, nb::arg("uri"), nb::arg("delimiter"), nb::arg("token"), nb::arg("max_keys"))
+      .def("list", [](Client& c, const std::string& uri, const std::string& delimiter, int max_keys) {
+             return Unwrap(c.List(uri, delimiter, max_keys));
+           }, nb::arg("uri"), nb::arg("delimiter"), nb::arg("max_keys"))
       .def("put", &Put, nb::arg("uri"), nb::arg("data"))
       .def("delete", &Delete, nb::arg("uri"));
 }

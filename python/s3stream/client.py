@@ -178,15 +178,12 @@ class Client:
         With ``delimiter="/"`` only the level below the prefix is listed, and each common prefix is
         yielded too, as an ObjectInfo whose key ends with the delimiter and whose size is 0.
         """
-        native = self._native_client()
-        token = ""
-        while True:
-            objects, prefixes, token = native.list_page(uri, delimiter, token, page_size)
+        pager = self._native_client().list(uri, delimiter, page_size)
+        while (page := pager.next()) is not None:
+            objects, prefixes = page
             yield from objects
             for prefix in prefixes:
                 yield _core.ObjectInfo.prefix(prefix)
-            if not token:
-                return
 
     def put(self, uri: str, data: Any) -> str:
         """Uploads ``data`` (bytes or any buffer) in one request; returns the ETag."""

@@ -129,11 +129,9 @@ Future<Result<ObjectInfo>> Client::Head(const std::string& uri) {
   return where->store->Head(where->key);
 }
 
-Future<Result<ListPage>> Client::List(const std::string& uri, const std::string& delimiter,
-                                      const std::string& continuation_token, int max_keys) {
-  Result<Location> where = Locate(uri, /*need_key=*/false);
-  if (!where.ok()) return Failed<Result<ListPage>>(where.status());
-  return where->store->List(ListRequest{where->key, delimiter, continuation_token, max_keys});
+Result<ListPager> Client::List(const std::string& uri, const std::string& delimiter, int max_keys) {
+  S3S_ASSIGN_OR_RETURN(Location where, Locate(uri, /*need_key=*/false));
+  return ListPager(std::move(where.store), ListRequest{std::move(where.key), delimiter, "", max_keys});
 }
 
 Future<Result<std::string>> Client::Put(const std::string& uri, Buffer data) {

@@ -25,19 +25,33 @@ Future<Result<Buffer>> GetBuffer(ObjectStore& store, const std::string& key, con
   return result;
 }
 
-Status ListEach(ObjectStore& store, ListRequest request,
+ListPager::ListPager(std::shared_ptr<ObjectStore> store, ListRequest first)
+    : store_(std::move(store)), request_(std::move(first)) {}
+
+Result<std::optional<ListPage>> ListPager::Next() {
+  if (done_) return std::optional<ListPage>();
+  Result<ListPage> page = store_->List(request_).Take();
+  if (!page.ok()) return page.status();
+  std::string& token = page->next_continuation_token;
+  if (token.empty()) {
+    done_ = true;
+  } else if (!seen_tokens_.insert(token).second || token == request_.continuation_token) {
+    done_ = true;
+    return Corrupt("listing " + store_->Describe(request_.prefix) + ": the store handed out the continuation token '" +
+                   token.substr(0, 80) + "' a second time, which would make the listing endless");
+  } else {
+    request_.continuation_token = token;
+  }
+  return std::optional<ListPage>(std::move(page).value());
+}
+
+Status ListEach(std::shared_ptr<ObjectStore> store, ListRequest request,
                 const std::function<Status(const ListPage&)>& on_page) {
+  ListPager pager(std::move(store), std::move(request));
   while (true) {
-    Result<ListPage> page = store.List(request).Take();
-    if (!page.ok()) return page.status();
+    S3S_ASSIGN_OR_RETURN(std::optional<ListPage> page, pager.Next());
+    if (!page) return Status::Ok();
     S3S_RETURN_IF_ERROR(on_page(*page));
-    if (page->next_continuation_token.empty()) return Status::Ok();
-    // A token that does not advance would loop forever; treat it as the driver bug it is.
-    if (page->next_continuation_token == request.continuation_token) {
-      return Internal("listing " + store.Describe(request.prefix) +
-                      ": the store returned the same continuation token twice");
-    }
-    request.continuation_token = std::move(page->next_continuation_token);
   }
 }
 

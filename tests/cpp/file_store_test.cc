@@ -131,7 +131,7 @@ class FileStoreTest : public ::testing::Test {
   }
   std::vector<std::string> ListKeys(const std::string& prefix) {
     std::vector<std::string> keys;
-    Status status = ListEach(*store_, ListRequest{prefix, "", "", 1000}, [&](const ListPage& page) {
+    Status status = ListEach(store_, ListRequest{prefix, "", "", 1000}, [&](const ListPage& page) {
       for (const auto& o : page.objects) keys.push_back(o.key);
       return Status::Ok();
     });
@@ -141,7 +141,7 @@ class FileStoreTest : public ::testing::Test {
 
   std::string parent_;
   std::string root_;
-  std::unique_ptr<ObjectStore> store_;
+  std::shared_ptr<ObjectStore> store_;
 };
 
 TEST_F(FileStoreTest, DescribeIsAFileUrl) {
@@ -323,7 +323,7 @@ TEST_F(FileStoreTest, ListWithOtherDelimiters) {
   EXPECT_EQ(page->common_prefixes, (std::vector<std::string>{"x/t-", "x/train-"}));
   // Page by page, each item once.
   std::vector<std::string> items;
-  Status status = ListEach(*store_, ListRequest{"x/train-", "-", "", 1}, [&](const ListPage& p) {
+  Status status = ListEach(store_, ListRequest{"x/train-", "-", "", 1}, [&](const ListPage& p) {
     for (const auto& o : p.objects) items.push_back(o.key);
     for (const auto& cp : p.common_prefixes) items.push_back(cp);
     return Status::Ok();
@@ -497,7 +497,7 @@ TEST_F(FileStoreTest, DestroyingTheStoreCompletesQueuedOperations) {
 
 TEST_F(FileStoreTest, ACallbackMayDestroyTheStore) {
   ASSERT_TRUE(Put("obj", std::string(8 << 20, 'q')).ok());
-  auto holder = std::make_shared<std::unique_ptr<ObjectStore>>(std::move(store_));
+  auto holder = std::make_shared<std::shared_ptr<ObjectStore>>(std::move(store_));  // the only reference
   std::promise<void> destroyed;
   auto get = GetBuffer(**holder, "obj");
   get.Then([holder, &destroyed](const Result<Buffer>&) {

@@ -33,7 +33,7 @@ std::shared_ptr<ObjectStore> Bucket() { return TestClient()->Locate("s3://confor
 void EmptyBucket() {
   auto store = Bucket();
   std::vector<std::string> keys;
-  Status listed = ListEach(*store, {}, [&](const ListPage& page) {
+  Status listed = ListEach(store, {}, [&](const ListPage& page) {
     for (const auto& o : page.objects) keys.push_back(o.key);
     return Status::Ok();
   });

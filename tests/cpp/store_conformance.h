@@ -175,7 +175,7 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory> {
     request.prefix = prefix;
     request.delimiter = delimiter;
     request.max_keys = max_keys;
-    Status status = ListEach(*store_, request, [&](const ListPage& page) {
+    Status status = ListEach(store_, request, [&](const ListPage& page) {
       ++out.pages;
       EXPECT_LE(page.objects.size() + page.common_prefixes.size(), static_cast<size_t>(max_keys));
       for (const auto& o : page.objects) {

@@ -199,3 +199,34 @@ def test_a_listed_key_cannot_send_a_dataset_to_another_bucket(boto3_client, buck
     assert bytes(client.get(s3_uri(bucket, key))).startswith(b"not a tar")
     with pytest.raises(s3stream.NotFoundError):  # and not "other-bucket/evil.tar" anywhere else
         client.get(f"s3://{bucket}/other-bucket/evil.tar")
+
+
+# --- listings ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokens", [["same", "same"], ["a", "b", "a"]])
+def test_a_listing_whose_token_comes_back_is_refused_not_endless(tokens):
+    """A server repeating a continuation token (or cycling through some) once made Client.list,
+    MapDataset.from_prefix and `s3stream ls` loop forever."""
+    served = {"n": 0}
+
+    def handler(req):
+        n = served["n"]
+        served["n"] += 1
+        token = tokens[min(n, len(tokens) - 1)]
+        body = (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>bucket</Name>'
+                f"<Contents><Key>k{n}</Key><Size>1</Size><ETag>&quot;e&quot;</ETag></Contents>"
+                f"<IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>"
+                f"</ListBucketResult>").encode()
+        return response(200, body, {"Content-Type": "application/xml"})
+
+    with HostileServer(handler) as url:
+        client = client_for(url)
+        seen = []
+        with pytest.raises(s3stream.CorruptDataError, match="a second time"):
+            for info in client.list("s3://bucket/"):
+                seen.append(info.key)
+                assert len(seen) < 100, "the listing did not stop"
+        assert served["n"] == len(tokens)  # stopped at the first repeat
+        with pytest.raises(s3stream.CorruptDataError):
+            s3stream.MapDataset.from_prefix("s3://bucket/", client=client)
