@@ -24,6 +24,12 @@ from .client import Client
 from .errors import NotFoundError, PermissionDeniedError
 
 SIDECAR_SUFFIX = ".idx.json"
+TAR_BLOCK = 512
+_MAX_SIZE = 1 << 62  # the most any size or offset may be (as in the native engine)
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_SIZE
 FORMAT = "s3stream.shard-index"
 VERSION = 1
 
@@ -63,13 +69,21 @@ class ShardIndex:
 
     @staticmethod
     def from_json(uri: str, data: bytes) -> "ShardIndex":
+        """Parses a sidecar, which is untrusted input: anything but a sane index for a shard of the
+        stated size raises ValueError (the caller then rebuilds the index)."""
         d = json.loads(bytes(data))
-        if d.get("format") != FORMAT or d.get("version") != VERSION:
+        if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"not a version {VERSION} {FORMAT} document")
-        offsets = array.array("Q", d["offsets"])
-        if len(offsets) != d["samples"] + 1:
+        size, samples, raw, gzip = d.get("size"), d.get("samples"), d.get("offsets"), d.get("gzip")
+        if not _is_size(size) or not _is_size(samples) or not isinstance(raw, list) or not isinstance(gzip, bool):
+            raise ValueError("size, samples, offsets or gzip is missing or of the wrong kind")
+        if len(raw) != samples + 1:
             raise ValueError("samples and offsets disagree")
-        return ShardIndex(uri, int(d["size"]), str(d["etag"]), bool(d["gzip"]), offsets)
+        for i, offset in enumerate(raw):
+            # Samples start at tar header boundaries, one after another; in a plain tar, inside it.
+            if not _is_size(offset) or offset % TAR_BLOCK or (i and offset <= raw[i - 1]) or (not gzip and offset > size):
+                raise ValueError(f"offset {i} ({offset!r}) is not a sample boundary of a {size}-byte shard")
+        return ShardIndex(uri, size, str(d.get("etag", "")), gzip, array.array("Q", raw))
 
 
 def sidecar_uri(shard_uri: str) -> str:
@@ -143,8 +157,8 @@ def load_indexes(
                 index = ShardIndex.from_json(uri, source())
             except (NotFoundError, FileNotFoundError):
                 continue
-            except (ValueError, KeyError, TypeError):
-                continue  # unreadable or another version: rebuild
+            except (ValueError, KeyError, TypeError, RecursionError):
+                continue  # unreadable, malformed, hostile or another version: rebuild
             if index.etag == head.etag and index.size == head.size:
                 return index
         return None

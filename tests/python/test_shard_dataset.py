@@ -426,6 +426,41 @@ def test_rewritten_shard_is_reindexed(boto3_client, bucket, uneven, client):
     assert keys_of(ds) == want
 
 
+@pytest.mark.parametrize("tamper", ["negative offset", "past the end", "huge", "not a boundary", "descending",
+                                    "wrong count", "not a list", "bool size", "deep nesting"])
+def test_a_hostile_sidecar_is_rebuilt_not_trusted(boto3_client, bucket, uneven, client, tamper):
+    """A sidecar is untrusted input: with the shard's own ETag and size it still must describe a
+    possible index, or it is rebuilt (and the samples come out right)."""
+    dataset(uneven.uris, client)  # writes the sidecars
+    key = "shards/train-000001.tar.idx.json"
+    doc = json.loads(boto3_get(boto3_client, bucket, key))
+    offsets = doc["offsets"]
+    if tamper == "negative offset":
+        offsets[1] = -512
+    elif tamper == "past the end":
+        offsets[-1] = doc["size"] + 512
+    elif tamper == "huge":
+        offsets[1:] = [2**62 - 512 * (len(offsets) - i) for i in range(1, len(offsets))]
+    elif tamper == "not a boundary":
+        offsets[1] += 1
+    elif tamper == "descending":
+        offsets[1], offsets[2] = offsets[2], offsets[1]
+    elif tamper == "wrong count":
+        doc["samples"] += 1
+    elif tamper == "not a list":
+        doc["offsets"] = {"0": 0}
+    elif tamper == "bool size":
+        doc["size"] = True
+    body = json.dumps(doc).encode()
+    if tamper == "deep nesting":
+        body = b'{"format": "s3stream.shard-index", "version": 1, "offsets": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    boto3_client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    ds = dataset(uneven.uris, client, shuffle=False)
+    assert (ds.index_report.built, ds.index_report.reused) == (1, 4)
+    assert keys_of(ds) == uneven.all_keys
+
+
 def test_shard_replaced_after_construction_fails_loudly(boto3_client, bucket, uneven, client):
     ds = dataset(uneven.uris, client, shuffle=False)
     replacement = make_shards([37], first_shard=60).data["train-000060.tar"]  # same sample count, other bytes
