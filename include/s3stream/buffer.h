@@ -75,7 +75,8 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   // Blocks until `capacity` bytes fit under the limit. A request larger than the whole limit is
-  // granted when nothing else is outstanding, so one oversized read never deadlocks.
+  // granted when nothing else is outstanding, so one oversized read never deadlocks. An
+  // interrupted wait (interrupt.h) returns an invalid Buffer.
   Buffer Acquire(size_t capacity);
   // Returns an invalid Buffer instead of blocking. Both return an invalid Buffer when the memory is
   // not there.

@@ -14,6 +14,7 @@
 //   s3stream::Buffer data = client->Get("s3://bucket/key").Take().value();
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,11 +60,14 @@ class Client {
   Result<Location> Locate(const std::string& uri, bool need_key = true);
 
   // The object, or bytes [range.start, range.end), as one Buffer; more than piece_size bytes
-  // arrive as parallel ranged GETs pinned to the first response's ETag (FetchWhole).
+  // arrive as parallel ranged GETs pinned to the first response's ETag (FetchWhole). Setting
+  // `cancel` stops it.
   Future<Result<Buffer>> Get(const std::string& uri, std::optional<ByteRange> range = std::nullopt,
-                             uint64_t piece_size = kDefaultPieceSize);
+                             uint64_t piece_size = kDefaultPieceSize,
+                             std::shared_ptr<std::atomic<bool>> cancel = nullptr);
   // Several whole objects, one GET each, all requested before any is awaited (the batch is the
-  // parallelism); in the order given. Fails with the first failure, after every GET finished.
+  // parallelism); in the order given. Fails with the first failure, after every GET finished. An
+  // interrupted wait (interrupt.h) cancels them all and fails with kCancelled.
   Result<std::vector<Buffer>> GetMany(const std::vector<std::string>& uris);
   Future<Result<ObjectInfo>> Head(const std::string& uri);
   // The objects under the URI's key (a prefix), page by page (ListPager: an endless listing is

@@ -35,6 +35,10 @@ struct ClientConfig {
   double low_speed_time_s = 20.0;
   double retry_base_delay_s = 0.05;  // full-jitter backoff: uniform(0, min(max, base * 2^attempt))
   double retry_max_delay_s = 5.0;
+  // One request's whole time, its retries included (a GET resumed after a reset counts as one):
+  // past it the request fails with kUnavailable. Bounds what the stall detector cannot see, a
+  // server that trickles bytes just fast enough. 0: no limit.
+  double request_timeout_s = 0;
   bool verify_tls = true;
   std::optional<std::string> ca_bundle;
   // Client::Get and GetMany hold a whole object in memory: a larger one is refused (kTooLarge,

@@ -15,6 +15,8 @@
 #include <optional>
 #include <vector>
 
+#include "s3stream/interrupt.h"
+
 namespace s3stream {
 
 template <typename T>
@@ -84,6 +86,15 @@ class Future {
     return state_->ready_cv.wait_for(lock, timeout, [&] { return state_->value.has_value(); });
   }
 
+  // Blocks until the value is set (true) or the interrupt check asks to stop (false; see
+  // interrupt.h). For waits on a caller's thread; the store's threads never wait.
+  bool WaitInterruptibly() const {
+    while (!WaitFor(kInterruptPoll)) {
+      if (InterruptRequested()) return false;
+    }
+    return true;
+  }
+
   // Moves the value out; only for the sole consumer of this future.
   T Take() {
     Wait();
@@ -107,5 +118,18 @@ class Future {
   explicit Future(std::shared_ptr<internal::FutureState<T>> state) : state_(std::move(state)) {}
   std::shared_ptr<internal::FutureState<T>> state_;
 };
+
+// The value of a future of a Result or Status, or kCancelled ("<what> was interrupted") when the
+// interrupt check stopped the wait first (what the future stands for goes on unless cancelled).
+template <typename T>
+Result<T> Await(Future<Result<T>> future, const std::string& what) {
+  if (!future.WaitInterruptibly()) return Interrupted(what);
+  return future.Take();
+}
+
+inline Status Await(Future<Status> future, const std::string& what) {
+  if (!future.WaitInterruptibly()) return Interrupted(what);
+  return future.Take();
+}
 
 }  // namespace s3stream

@@ -64,6 +64,10 @@ class BodySink {
   // Once, before any data. A non-OK Status aborts the GET with that Status.
   virtual Status OnStart(const GetStart& start) = 0;
   virtual Status OnData(std::span<const uint8_t> bytes) = 0;
+  // False: nobody wants the bytes any more (a read-ahead dropped, a call interrupted). Drivers ask
+  // while the GET is in flight, also while no byte arrives, and stop it within about a second,
+  // completing it with kCancelled; a retry is not started.
+  virtual bool Wanted() const { return true; }
 };
 
 struct ListRequest {

@@ -19,6 +19,7 @@
 // from a BufferPool shared with other readers (then read-ahead also waits for room in the pool).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +41,9 @@ struct FetchRange {
   // end still fails.
   bool clamp_end = false;
   std::string etag;  // every piece must have it (see above for an empty one)
+  // Set to true when the bytes are no longer wanted: FetchWhole's GETs stop (within about a second,
+  // also on a stalled connection) and it fails with kCancelled.
+  std::shared_ptr<std::atomic<bool>> cancel;
 };
 
 inline constexpr uint64_t kDefaultPieceSize = 8 << 20;
@@ -95,8 +99,8 @@ class RangeFetcher {
 
   // The next piece in order, waiting for it if needed; nullopt when the source is exhausted and
   // every piece was delivered. A range's pieces are contiguous and the last one says so; an empty
-  // range yields at most one empty piece. After a failure the fetcher is finished: every call
-  // returns it (until Restart).
+  // range yields at most one empty piece. After a failure (an interrupted wait included: see
+  // interrupt.h) the fetcher is finished: every call returns it (until Restart).
   Result<std::optional<FetchedPiece>> Next();
 
   // The consumer is done with `bytes` of the pieces it took (their data.size()): room for more
@@ -125,6 +129,7 @@ class RangeFetcher {
   // piece the consumer waits for (force true) waits for room instead.
   bool Issue(Cursor& cursor, bool force);
   void DropPieces(Cursor& cursor, size_t count);  // cancels the first `count` queued pieces
+  Status Fail(Status status);                     // finished with `status`: drops everything requested
 
   Source source_;
   const FetchOptions options_;

@@ -17,21 +17,35 @@ namespace nb = nanobind;
 namespace s3stream::bindings {
 namespace {
 
+// Every wait below releases the GIL and ends early on Ctrl-C (status_error.h: KeyboardInterrupt).
 Buffer Get(Client& client, const std::string& uri, std::optional<uint64_t> start, std::optional<uint64_t> end) {
   std::optional<ByteRange> range;
   if (start || end) range = ByteRange{start.value_or(0), end};
-  nb::gil_scoped_release release;
-  return Unwrap(client.Get(uri, range).Take());
+  Result<Buffer> got = [&]() -> Result<Buffer> {
+    nb::gil_scoped_release release;
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    Future<Result<Buffer>> future = client.Get(uri, range, kDefaultPieceSize, cancel);
+    if (future.WaitInterruptibly()) return future.Take();
+    cancel->store(true);  // its GETs stop within about a second; nobody waits for them
+    return Interrupted("get of " + uri);
+  }();
+  return Unwrap(std::move(got));
 }
 
 std::vector<Buffer> GetMany(Client& client, const std::vector<std::string>& uris) {
-  nb::gil_scoped_release release;
-  return Unwrap(client.GetMany(uris));
+  Result<std::vector<Buffer>> got = [&] {
+    nb::gil_scoped_release release;
+    return client.GetMany(uris);
+  }();
+  return Unwrap(std::move(got));
 }
 
 ObjectInfo Head(Client& client, const std::string& uri) {
-  nb::gil_scoped_release release;
-  return Unwrap(client.Head(uri).Take());
+  Result<ObjectInfo> info = [&] {
+    nb::gil_scoped_release release;
+    return Await(client.Head(uri), "HEAD " + uri);
+  }();
+  return Unwrap(std::move(info));
 }
 
 // The next page as (objects, common prefixes), or None after the last one.
@@ -51,13 +65,19 @@ std::string Put(Client& client, const std::string& uri, nb::handle data) {
     PyBufferView view(data, /*writable=*/false);
     body = Buffer::CopyOf(std::span<const uint8_t>(view.bytes()));
   }
-  nb::gil_scoped_release release;
-  return Unwrap(client.Put(uri, std::move(body)).Take());
+  Result<std::string> etag = [&] {
+    nb::gil_scoped_release release;
+    return Await(client.Put(uri, std::move(body)), "PUT " + uri);
+  }();
+  return Unwrap(std::move(etag));
 }
 
 void Delete(Client& client, const std::string& uri) {
-  nb::gil_scoped_release release;
-  ThrowIfError(client.Delete(uri).Take());
+  Status deleted = [&] {
+    nb::gil_scoped_release release;
+    return Await(client.Delete(uri), "DELETE " + uri);
+  }();
+  ThrowIfError(deleted);
 }
 
 }  // namespace
@@ -87,7 +107,8 @@ void InitClient(nb::module_& m) {
       .def_rw("retry_max_delay_s", &ClientConfig::retry_max_delay_s)
       .def_rw("verify_tls", &ClientConfig::verify_tls)
       .def_rw("ca_bundle", &ClientConfig::ca_bundle)
-      .def_rw("max_get_bytes", &ClientConfig::max_get_bytes);
+      .def_rw("max_get_bytes", &ClientConfig::max_get_bytes)
+      .def_rw("request_timeout_s", &ClientConfig::request_timeout_s);
 
   nb::class_<ObjectInfo>(m, "ObjectInfo")
       .def_ro("key", &ObjectInfo::key)

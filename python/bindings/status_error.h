@@ -20,12 +20,24 @@ class StatusError : public std::exception {
   Status status_;
 };
 
+// Ctrl-C while the core waited: the interrupt check (init_errors.cc) ran Python's signal handlers
+// and kept the exception they raised (KeyboardInterrupt) for this thread. Throwing InterruptRaised
+// has the translator raise it. Safe without the GIL.
+bool InterruptPending();
+class InterruptRaised : public std::exception {
+ public:
+  const char* what() const noexcept override { return "interrupted"; }
+};
+
+// Both raise a pending interrupt first: the caller pressed Ctrl-C, whatever the result.
 inline void ThrowIfError(const Status& status) {
+  if (InterruptPending()) throw InterruptRaised();
   if (!status.ok()) throw StatusError(status);
 }
 
 template <typename T>
 T Unwrap(Result<T> result) {
+  if (InterruptPending()) throw InterruptRaised();
   if (!result.ok()) throw StatusError(result.status());
   return std::move(result).value();
 }

@@ -37,6 +37,7 @@ SETTINGS = {
     "verify_tls": "verify_tls",
     "ca_bundle": "ca_bundle",
     "max_get_bytes": "max_get_bytes",
+    "request_timeout": "request_timeout_s",
 }
 _WIDE = {"max_get_bytes"}  # 64-bit settings; the other integers are 32-bit
 
@@ -63,6 +64,9 @@ class Client:
         max_get_bytes: the largest object :meth:`get` / :meth:`get_many` hold in memory (default:
             half of this machine's memory); a larger one raises TooLargeError before anything is
             allocated: stream it with :func:`s3stream.open` or read a range.
+        request_timeout: seconds one request may take in all, its retries included (default: no
+            limit); past it the call raises UnavailableError. Catches a server that trickles bytes
+            just fast enough for the stall detector.
 
     Options left at None take the engine's defaults (:meth:`defaults`).
 
@@ -91,6 +95,7 @@ class Client:
         verify_tls: Optional[bool] = None,
         ca_bundle: Optional[str] = None,
         max_get_bytes: Optional[int] = None,
+        request_timeout: Optional[float] = None,
     ) -> None:
         given = dict(locals())
         self._options = {name: given[name] for name in SETTINGS}

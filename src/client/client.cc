@@ -84,10 +84,12 @@ Result<Client::Location> Client::Locate(const std::string& uri, bool need_key) {
   return Location{std::move(store), std::move(parsed.key)};
 }
 
-Future<Result<Buffer>> Client::Get(const std::string& uri, std::optional<ByteRange> range, uint64_t piece_size) {
+Future<Result<Buffer>> Client::Get(const std::string& uri, std::optional<ByteRange> range, uint64_t piece_size,
+                                   std::shared_ptr<std::atomic<bool>> cancel) {
   Result<Location> where = Locate(uri);
   if (!where.ok()) return Failed<Result<Buffer>>(where.status());
   FetchRange fetch = WholeObject(std::move(where).value());
+  fetch.cancel = std::move(cancel);
   if (range) {
     fetch.start = range->start;
     fetch.end = range->end;
@@ -105,14 +107,23 @@ Result<std::vector<Buffer>> Client::GetMany(const std::vector<std::string>& uris
   // All requested before any is awaited, so they share the transport's requests in flight.
   std::vector<Future<Result<Buffer>>> pending;
   pending.reserve(located.size());
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
   for (Location& where : located) {
-    pending.push_back(FetchWhole(WholeObject(std::move(where)), /*piece_size=*/0, config_->options.max_get_bytes));
+    FetchRange range = WholeObject(std::move(where));
+    range.cancel = cancel;
+    pending.push_back(FetchWhole(std::move(range), /*piece_size=*/0, config_->options.max_get_bytes));
   }
   std::vector<Buffer> out;
   out.reserve(pending.size());
   Status first_error;
   for (auto& f : pending) {
-    Result<Buffer> r = f.Take();  // wait for all, even after a failure: no GET outlives the call
+    // Wait for all, even after a failure: no GET outlives the call. An interrupted wait cancels
+    // the rest, which then end within about a second.
+    if (first_error.code() != StatusCode::kCancelled && !f.WaitInterruptibly()) {
+      cancel->store(true);
+      first_error = Interrupted("get_many of " + std::to_string(uris.size()) + " objects");
+    }
+    Result<Buffer> r = f.Take();
     if (r.ok()) {
       out.push_back(std::move(r).value());
     } else if (first_error.ok()) {

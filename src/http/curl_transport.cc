@@ -224,6 +224,12 @@ class CurlLoop {
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
     if (!options_.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_bundle.c_str());
 
+    if (req.timeout.count() > 0) curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout.count()));
+    // Progress calls come at least once a second, bytes or not: how a stalled request the caller
+    // gave up on (Ctrl-C) is stopped without waiting for the stall detector.
+    curl_easy_setopt(easy, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, &CurlLoop::OnProgress);
+    curl_easy_setopt(easy, CURLOPT_XFERINFODATA, t);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &CurlLoop::OnHeaderLine);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &CurlLoop::OnWrite);
@@ -290,6 +296,11 @@ class CurlLoop {
       return 0;  // any value != len aborts the transfer
     }
     return len;
+  }
+
+  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    auto* t = static_cast<Transfer*>(user);
+    return Guarded(*t, [&] { return t->handler->Wanted(); }) ? 0 : 1;  // non-zero aborts
   }
 
   static size_t OnRead(char* dest, size_t size, size_t n, void* user) {

@@ -29,6 +29,7 @@ struct HttpRequest {
   std::string url;     // fully encoded
   HttpHeaders headers;
   Buffer body;         // sent as-is; empty for none
+  std::chrono::milliseconds timeout{0};  // the whole exchange, connecting included; 0: none
 };
 
 class ResponseHandler {
@@ -41,6 +42,9 @@ class ResponseHandler {
   // Exactly once. OK when the response arrived whole; kUnavailable for network failures (refused,
   // reset, timeout, stall); kCancelled when a callback aborted.
   virtual void OnComplete(const Status& transport_status) = 0;
+  // Asked often while the request is in flight (about once a second at least, also while no byte
+  // arrives): false aborts it (completing with kCancelled). Thread: the transport's.
+  virtual bool Wanted() { return true; }
 };
 
 class Transport {

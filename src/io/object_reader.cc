@@ -27,7 +27,7 @@ Result<std::unique_ptr<ObjectReader>> ObjectReader::Open(std::shared_ptr<ObjectS
   if (known) {
     info = *known;
   } else {
-    S3S_ASSIGN_OR_RETURN(info, store->Head(key).Take());
+    S3S_ASSIGN_OR_RETURN(info, Await(store->Head(key), "HEAD " + store->Describe(key)));
   }
   return std::unique_ptr<ObjectReader>(new ObjectReader(std::move(store), std::move(key), std::move(options), std::move(info)));
 }

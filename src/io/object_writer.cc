@@ -1,6 +1,7 @@
 #include "s3stream/object_writer.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace s3stream {
 
@@ -44,7 +45,7 @@ Status ObjectWriter::Write(std::span<const uint8_t> bytes) {
 
 Status ObjectWriter::FlushPart() {
   if (upload_id_.empty()) {
-    Result<std::string> id = store_->CreateMultipartUpload(key_).Take();
+    Result<std::string> id = Await(store_->CreateMultipartUpload(key_), "starting the upload of " + store_->Describe(key_));
     if (!id.ok()) return Fail(id.status());
     upload_id_ = *id;
   }
@@ -58,7 +59,7 @@ Status ObjectWriter::FlushPart() {
 Status ObjectWriter::WaitOldest() {
   InflightPart part = std::move(inflight_.front());
   inflight_.pop_front();
-  Result<std::string> etag = part.etag.Take();
+  Result<std::string> etag = Await(part.etag, "the upload of " + store_->Describe(key_));
   if (!etag.ok()) return Fail(etag.status());
   completed_.push_back({part.number, *etag});
   return Status::Ok();
@@ -68,14 +69,16 @@ Status ObjectWriter::Close() {
   if (finished_) return error_;
   if (upload_id_.empty()) {
     // Never filled a part: one PUT (also for an empty object).
-    Result<std::string> etag = store_->Put(key_, part_.valid() ? std::move(part_) : Buffer::Allocate(0)).Take();
+    Result<std::string> etag = Await(store_->Put(key_, part_.valid() ? std::move(part_) : Buffer::Allocate(0)),
+                                     "the upload of " + store_->Describe(key_));
     if (!etag.ok()) return Fail(etag.status());
     finished_ = true;
     return Status::Ok();
   }
   if (part_.valid() && !part_.empty()) S3S_RETURN_IF_ERROR(FlushPart());
   while (!inflight_.empty()) S3S_RETURN_IF_ERROR(WaitOldest());
-  Status done = store_->CompleteMultipartUpload(key_, upload_id_, completed_).Take();
+  Status done = Await(store_->CompleteMultipartUpload(key_, upload_id_, completed_),
+                      "completing the upload of " + store_->Describe(key_));
   if (!done.ok()) return Fail(done);
   finished_ = true;
   upload_id_.clear();
@@ -93,13 +96,28 @@ void ObjectWriter::Abort() {
   finished_ = true;
   if (error_.ok()) error_ = Cancelled("upload of " + store_->Describe(key_) + " was aborted");
   part_ = Buffer();
-  // Parts still uploading would otherwise land after the abort and leave storage behind.
-  for (auto& part : inflight_) part.etag.Wait();
-  inflight_.clear();
-  if (!upload_id_.empty()) {
-    store_->AbortMultipartUpload(key_, upload_id_).Wait();
-    upload_id_.clear();
+  if (upload_id_.empty()) {
+    inflight_.clear();
+    return;
   }
+  // The abort must go out after every part in flight has ended: a part landing after it would
+  // leave storage behind. That is normally waited for here; when the wait is interrupted (Ctrl-C),
+  // the last part to end sends it and the caller goes on at once.
+  bool waited = true;
+  for (auto& part : inflight_) waited = waited && part.etag.WaitInterruptibly();
+  if (waited) {
+    inflight_.clear();
+    Await(store_->AbortMultipartUpload(key_, upload_id_), "aborting the upload of " + store_->Describe(key_));
+    upload_id_.clear();
+    return;
+  }
+  auto pending = std::make_shared<std::atomic<size_t>>(inflight_.size());
+  auto send_abort = [pending, store = store_, key = key_, id = upload_id_] {
+    if (--*pending == 0) store->AbortMultipartUpload(key, id);
+  };
+  for (auto& part : inflight_) part.etag.Then([send_abort](const Result<std::string>&) { send_abort(); });
+  inflight_.clear();
+  upload_id_.clear();
 }
 
 }  // namespace s3stream

@@ -124,7 +124,7 @@ class WholeFetch : public std::enable_shared_from_this<WholeFetch> {
 
  private:
   void Issue(const GetOptions& options, BufferSink::Prepare prepare) {
-    auto sink = std::make_shared<BufferSink>(object_, std::move(prepare));
+    auto sink = std::make_shared<BufferSink>(object_, std::move(prepare), range_.cancel);
     auto self = shared_from_this();
     range_.store->Get(range_.key, options, sink).Then([self, sink](const Status& status) {
       self->PieceDone(status.ok() ? sink->Finish().status() : status);
@@ -366,7 +366,8 @@ Result<std::optional<FetchedPiece>> RangeFetcher::Next() {
   // The window may be taken by pieces the consumer still holds: the range it waits for comes anyway.
   if (cursors_.empty() && !Pull()) return std::optional<FetchedPiece>();
   Cursor& c = cursors_.front();
-  if (c.pieces.empty()) Issue(c, /*force=*/true);  // the consumer waits for it: ignore the window
+  // The consumer waits for this piece: request it whatever the window says.
+  if (c.pieces.empty() && !Issue(c, /*force=*/true)) return Fail(Interrupted("reading " + c.plan->object()));
   Piece& p = c.pieces.front();
   {
     std::unique_lock<std::mutex> lock(shared_->mu);
@@ -375,15 +376,18 @@ Result<std::optional<FetchedPiece>> RangeFetcher::Next() {
       // at this rate. Double it (taking effect from the next Fill).
       ++stats_.stalls;
       stats_.window_bytes = std::min(options_.max_window, stats_.window_bytes * 2);
-      shared_->cv.wait(lock, [&] { return p.result->done; });
+    }
+    while (!shared_->cv.wait_for(lock, kInterruptPoll, [&] { return p.result->done; })) {
+      lock.unlock();  // the check may run Python signal handlers: never under our lock
+      const bool stop = InterruptRequested();
+      lock.lock();
+      if (stop && !p.result->done) {
+        lock.unlock();
+        return Fail(Interrupted("reading " + c.plan->object()));
+      }
     }
   }
-  if (!p.result->status.ok()) {
-    failed_ = p.result->status;
-    for (Cursor& cursor : cursors_) DropPieces(cursor, cursor.pieces.size());
-    cursors_.clear();
-    return failed_;
-  }
+  if (!p.result->status.ok()) return Fail(p.result->status);
   FetchedPiece out;
   out.range = c.index;
   out.offset = p.offset;
@@ -398,6 +402,13 @@ Result<std::optional<FetchedPiece>> RangeFetcher::Next() {
   }
   out.last_of_range = c.pieces.empty() && c.Refresh() && c.next >= c.end;
   return std::optional<FetchedPiece>(std::move(out));
+}
+
+Status RangeFetcher::Fail(Status status) {
+  failed_ = std::move(status);
+  for (Cursor& cursor : cursors_) DropPieces(cursor, cursor.pieces.size());
+  cursors_.clear();
+  return failed_;
 }
 
 void RangeFetcher::Release(uint64_t bytes) { outstanding_ -= std::min(outstanding_, bytes); }

@@ -26,6 +26,7 @@ class BufferSink final : public BodySink {
 
   Status OnStart(const GetStart& start) override;
   Status OnData(std::span<const uint8_t> bytes) override;
+  bool Wanted() const override { return !cancelled_ || !cancelled_->load(); }
   // The body, once the driver reported the GET complete.
   Result<Buffer> Finish();
 

@@ -30,7 +30,7 @@ ListPager::ListPager(std::shared_ptr<ObjectStore> store, ListRequest first)
 
 Result<std::optional<ListPage>> ListPager::Next() {
   if (done_) return std::optional<ListPage>();
-  Result<ListPage> page = store_->List(request_).Take();
+  Result<ListPage> page = Await(store_->List(request_), "listing " + store_->Describe(request_.prefix));
   if (!page.ok()) return page.status();
   std::string& token = page->next_continuation_token;
   if (token.empty()) {

@@ -13,6 +13,16 @@ bool IsRetryableHttp(int http_status, const std::string& error_code) {
          error_code == "ServiceUnavailable";
 }
 
+Deadline::Deadline(double seconds)
+    : end_(std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds))) {}
+
+std::chrono::milliseconds Deadline::remaining() const {
+  if (!end_) return std::chrono::milliseconds(0);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*end_ - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
 std::chrono::milliseconds RetryPolicy::Backoff(int attempt) const {
   thread_local std::mt19937_64 rng(std::random_device{}());
   double cap = std::min(max_delay_s_, base_delay_s_ * std::pow(2.0, std::max(0, attempt - 1)));

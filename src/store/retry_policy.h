@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 
 #include "s3stream/status.h"
 
@@ -17,15 +18,35 @@ struct AttemptFailure {
 // HTTP statuses and S3 error codes that S3 documents as transient.
 bool IsRetryableHttp(int http_status, const std::string& error_code);
 
+// The end of one request's time, its retries included (ClientConfig::request_timeout_s).
+class Deadline {
+ public:
+  Deadline() = default;  // none
+  explicit Deadline(double seconds);
+  bool set() const { return end_.has_value(); }
+  bool passed() const { return end_ && std::chrono::steady_clock::now() >= *end_; }
+  // What an attempt started now may take: 0 (no limit) without a deadline, else at least 1 ms.
+  std::chrono::milliseconds remaining() const;
+
+ private:
+  std::optional<std::chrono::steady_clock::time_point> end_;
+};
+
 class RetryPolicy {
  public:
-  RetryPolicy(int max_attempts, double base_delay_s, double max_delay_s)
-      : max_attempts_(max_attempts), base_delay_s_(base_delay_s), max_delay_s_(max_delay_s) {}
+  RetryPolicy(int max_attempts, double base_delay_s, double max_delay_s, double request_timeout_s = 0)
+      : max_attempts_(max_attempts),
+        base_delay_s_(base_delay_s),
+        max_delay_s_(max_delay_s),
+        request_timeout_s_(request_timeout_s) {}
 
   int max_attempts() const { return max_attempts_; }
+  double request_timeout_s() const { return request_timeout_s_; }
+  // A new request's deadline (none when request_timeout_s is 0).
+  Deadline StartDeadline() const { return request_timeout_s_ > 0 ? Deadline(request_timeout_s_) : Deadline(); }
   // True if another attempt may follow attempt number `attempt` (1-based) that failed this way.
-  bool ShouldRetry(const AttemptFailure& failure, int attempt) const {
-    return failure.retryable && attempt < max_attempts_;
+  bool ShouldRetry(const AttemptFailure& failure, int attempt, const Deadline& deadline = {}) const {
+    return failure.retryable && attempt < max_attempts_ && !deadline.passed();
   }
   // Delay before attempt `attempt + 1`: uniform in [0, min(max, base * 2^(attempt-1))].
   std::chrono::milliseconds Backoff(int attempt) const;
@@ -34,6 +55,7 @@ class RetryPolicy {
   int max_attempts_;
   double base_delay_s_;
   double max_delay_s_;
+  double request_timeout_s_;
 };
 
 }  // namespace s3stream::internal

@@ -1,5 +1,6 @@
 #include "s3stream/buffer.h"
 
+#include "s3stream/interrupt.h"
 #include "util/block_cache.h"
 
 #include <algorithm>
@@ -124,7 +125,12 @@ BufferPool::~BufferPool() = default;
 Buffer BufferPool::Acquire(size_t capacity) {
   {
     std::unique_lock<std::mutex> lock(state_->mu);
-    state_->released.wait(lock, [&] { return state_->Fits(capacity); });
+    while (!state_->released.wait_for(lock, kInterruptPoll, [&] { return state_->Fits(capacity); })) {
+      lock.unlock();  // the check may run Python signal handlers: never under the pool's lock
+      const bool stop = InterruptRequested();
+      lock.lock();
+      if (stop && !state_->Fits(capacity)) return Buffer();
+    }
     state_->Take(capacity);
   }
   return Adopt(capacity);

@@ -45,7 +45,9 @@ def response(status: int, body: bytes = b"", headers: Optional[Dict[str, str]] =
 
 
 class HostileServer:
-    """``with HostileServer(handler) as url:``; ``handler(Request) -> bytes | None``."""
+    """``with HostileServer(handler) as url:``; ``handler(Request)`` returns the response bytes,
+    an iterable of pieces to send as they come (slowly, say; the connection closes after them),
+    or None to close the connection without an answer."""
 
     def __init__(self, handler: Callable[[Request], Optional[bytes]]) -> None:
         self.handler = handler
@@ -109,6 +111,10 @@ class HostileServer:
                 if raw is None:
                     return
                 try:
+                    if not isinstance(raw, (bytes, bytearray)):  # pieces sent as they come, then close
+                        for piece in raw:
+                            conn.sendall(piece)
+                        return
                     conn.sendall(raw)
                 except OSError:
                     return

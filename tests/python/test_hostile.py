@@ -230,3 +230,84 @@ def test_a_listing_whose_token_comes_back_is_refused_not_endless(tokens):
         assert served["n"] == len(tokens)  # stopped at the first repeat
         with pytest.raises(s3stream.CorruptDataError):
             s3stream.MapDataset.from_prefix("s3://bucket/", client=client)
+
+
+# --- Ctrl-C and deadlines -------------------------------------------------------------------------------------
+
+
+def stalled(req):
+    """Answers HEAD and LIST at once; every GET and PUT stalls (headers never come)."""
+    if req.method == "HEAD":
+        return response(200, b"", {"Content-Length": str(64 << 20), "ETag": '"e"'}, length=False)
+    if req.method == "GET" and "list-type" in req.target:
+        import time
+
+        time.sleep(60)
+    if req.method in ("GET", "PUT"):
+        import time
+
+        time.sleep(60)
+    return None
+
+
+INTERRUPTIBLE = {
+    "get": "client.get('s3://bucket/k')",
+    "get range": "client.get('s3://bucket/k', 0, 100)",
+    "get_many": "client.get_many([f's3://bucket/k{i}' for i in range(200)])",
+    "open rb": "s3stream.open('s3://bucket/k', 'rb', client=client).read()",
+    "list": "list(client.list('s3://bucket/'))",
+    "put": "client.put('s3://bucket/k', b'x' * 1000)",
+    "map dataset": "ds = s3stream.MapDataset.from_objects([f's3://bucket/k{i}' for i in range(64)], client=client); "
+                   "ds.__getitems__(list(range(64)))",
+}
+
+
+@pytest.mark.parametrize("call", sorted(INTERRUPTIBLE))
+@pytest.mark.timeout_s(60)
+def test_ctrl_c_interrupts_a_blocked_call_within_a_second(call):
+    import signal
+    import time
+
+    with HostileServer(stalled) as url:
+        code = (f"import sys, s3stream\nclient = s3stream.Client(endpoint_url={url!r})\n"
+                f"print('ready', flush=True)\n{INTERRUPTIBLE[call]}\n")
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.7)  # blocked in the call by now
+        assert child.poll() is None, child.stderr.read()
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=10)
+        finally:
+            child.kill()
+        took = time.monotonic() - sent
+        err = child.stderr.read()
+    assert "KeyboardInterrupt" in err, err
+    assert took < 1.5, f"{call}: {took:.2f} s from Ctrl-C to exit"
+
+
+def test_request_timeout_bounds_a_trickling_server():
+    """One byte every 0.4 s keeps a transfer clear of the stall detector for long; the deadline
+    ends it (retries included) and says which setting to raise."""
+    import time
+
+    with HostileServer(lambda req: _slow_response(req, 1 << 20)) as url:
+        client = s3stream.Client(endpoint_url=url, request_timeout=1.5, max_attempts=3)
+        t0 = time.monotonic()
+        with pytest.raises(s3stream.UnavailableError, match="request_timeout"):
+            client.get("s3://bucket/k", 0, 1000)
+        assert time.monotonic() - t0 < 3
+
+
+def _slow_response(req, size):
+    """A generator of response pieces: the headers, then one byte every 0.4 s."""
+    import time
+
+    first, last = req.byte_range() or (0, size - 1)
+    last = min(last, size - 1)
+    yield response(206, b"", {"Content-Range": f"bytes {first}-{last}/{size}", "ETag": '"e"',
+                              "Content-Length": str(last - first + 1)}, length=False)
+    for _ in range(last - first + 1):
+        time.sleep(0.4)
+        yield b"x"

@@ -209,6 +209,7 @@ class FileStore final : public ObjectStore {
     std::vector<uint8_t> buf(std::min<uint64_t>(kChunkBytes, end - start));
     uint64_t pos = start;
     while (pos < end) {
+      if (!sink.Wanted()) return Cancelled("GET " + object + " is no longer wanted");
       const ssize_t n = ::pread(fd.get(), buf.data(), std::min<uint64_t>(buf.size(), end - pos), static_cast<off_t>(pos));
       if (n < 0) {
         if (errno == EINTR) continue;

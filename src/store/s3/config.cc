@@ -278,6 +278,7 @@ Status ValidateOptions(const ClientConfig& c) {
   if (!(c.low_speed_time_s > 0)) return bad("low_speed_time_s must be > 0", c.low_speed_time_s);
   if (c.low_speed_limit < 0) return bad("low_speed_limit must be >= 0 bytes/s", c.low_speed_limit);
   if (!(c.retry_base_delay_s >= 0)) return bad("retry_base_delay_s must be >= 0", c.retry_base_delay_s);
+  if (!(c.request_timeout_s >= 0)) return bad("request_timeout_s must be >= 0 (0: no limit)", c.request_timeout_s);
   if (!(c.retry_max_delay_s >= c.retry_base_delay_s)) {
     return bad("retry_max_delay_s must be >= retry_base_delay_s", c.retry_max_delay_s);
   }

@@ -72,12 +72,15 @@ AttemptFailure ClassifyTransportError(const Status& transport_status, const Erro
   return f;
 }
 
-Status GiveUp(const AttemptFailure& last, int attempts, const ErrorContext& ctx) {
+Status GiveUp(const AttemptFailure& last, int attempts, const ErrorContext& ctx, const Deadline& deadline) {
   if (!last.retryable) return last.status;
-  Status s(last.status.code(), last.status.message() + " (gave up after " + std::to_string(attempts) +
-                                   (attempts == 1 ? " attempt" : " attempts") +
-                                   "; raise max_attempts, or check that endpoint_url " + ctx.endpoint +
-                                   " is right and the server is up)");
+  const std::string tries = std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts");
+  const std::string why = deadline.passed()
+      ? " (gave up at the request_timeout, after " + tries + "; raise request_timeout, or check that endpoint_url " +
+            ctx.endpoint + " answers in time)"
+      : " (gave up after " + tries + "; raise max_attempts, or check that endpoint_url " + ctx.endpoint +
+            " is right and the server is up)";
+  Status s(last.status.code(), last.status.message() + why);
   s.set_server_detail(last.status.http_status(), last.status.error_code());
   return s;
 }

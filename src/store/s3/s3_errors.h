@@ -24,7 +24,8 @@ AttemptFailure ClassifyHttpError(int http_status, std::string_view body, const E
 // A transport failure (refused, reset, timeout, stall, short body).
 AttemptFailure ClassifyTransportError(const Status& transport_status, const ErrorContext& ctx);
 
-// The final Status once retries are exhausted: says how many attempts were made.
-Status GiveUp(const AttemptFailure& last, int attempts, const ErrorContext& ctx);
+// The final Status once retries are exhausted: says how many attempts were made, and whether the
+// request's deadline (request_timeout_s) is what ended them.
+Status GiveUp(const AttemptFailure& last, int attempts, const ErrorContext& ctx, const Deadline& deadline = {});
 
 }  // namespace s3stream::internal

@@ -136,6 +136,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
     if (started_ && delivered_ == content_length_ && (http_status == 200 || http_status == 206)) {
       return Finish(Status::Ok());
     }
+    if (!Wanted()) return Finish(Cancelled("GET " + object_ + " is no longer wanted"));
     AttemptFailure failure;
     if (!transport_status.ok()) {
       failure = ClassifyTransportError(transport_status, error_ctx_);
@@ -155,12 +156,12 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
     } else {
       return Finish(Status::Ok());
     }
-    if (ctx_->retry.ShouldRetry(failure, attempt_)) {
+    if (ctx_->retry.ShouldRetry(failure, attempt_, deadline_)) {
       auto self = shared_from_this();
       ctx_->transport->RunAfter(ctx_->retry.Backoff(attempt_), [self] { self->Attempt(); });
       return;
     }
-    Finish(GiveUp(failure, attempt_, error_ctx_));
+    Finish(GiveUp(failure, attempt_, error_ctx_, deadline_));
   }
 
   // The range starts at or past the end: fine only for an empty read exactly at the end.
@@ -183,6 +184,9 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
     });
   }
 
+  // Still wanted by the caller; checked by the transport while the attempt is in flight.
+  bool Wanted() const { return sink_ && sink_->Wanted(); }
+
   bool Fail(Status status, bool retryable) {
     failure_ = AttemptFailure{std::move(status), retryable};
     return false;
@@ -203,6 +207,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
   uint64_t start_ = 0;
   std::optional<uint64_t> end_;
   std::string etag_;  // pinned by the first response (or the caller's if_match)
+  const Deadline deadline_ = ctx_->retry.StartDeadline();
   bool started_ = false;
   uint64_t object_size_ = 0;
   uint64_t content_length_ = 0;
@@ -226,6 +231,7 @@ class GetOperation::AttemptHandler final : public ResponseHandler {
     if (error_body_.size() < 64 * 1024) error_body_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return true;
   }
+  bool Wanted() override { return op_->Wanted(); }
   void OnComplete(const Status& status) override {
     // A handler-initiated abort is reported through the operation's own state, not as a network error.
     Status transport = status.code() == StatusCode::kCancelled && (!op_->sink_status_.ok() || op_->failure_)
@@ -242,6 +248,7 @@ class GetOperation::AttemptHandler final : public ResponseHandler {
 };
 
 void GetOperation::Attempt() {
+  if (!Wanted()) return Finish(Cancelled("GET " + object_ + " is no longer wanted"));
   ++attempt_;
   HttpHeaders headers;
   const uint64_t from = start_ + delivered_;
@@ -252,6 +259,7 @@ void GetOperation::Attempt() {
   }
   if (!etag_.empty()) headers.emplace_back("If-Match", "\"" + etag_ + "\"");
   HttpRequest request = MakeS3Request(*ctx_, "GET", {bucket_, key_, ""}, std::move(headers));
+  request.timeout = deadline_.remaining();
   ctx_->transport->Send(std::move(request), std::make_shared<AttemptHandler>(shared_from_this(), from));
 }
 

@@ -34,11 +34,14 @@ struct RetryLoop : std::enable_shared_from_this<RetryLoop> {
   std::function<HttpRequest()> make_request;
   std::function<void(Result<BufferedResponse>)> done;
   int attempt = 0;
+  Deadline deadline;
 
   void Attempt() {
     ++attempt;
     auto self = shared_from_this();
-    ctx->transport->Send(make_request(), std::make_shared<BufferingHandler>(
+    HttpRequest request = make_request();
+    request.timeout = deadline.remaining();
+    ctx->transport->Send(std::move(request), std::make_shared<BufferingHandler>(
                                              [self](const Status& s, BufferedResponse& r) { self->OnResult(s, r); }));
   }
 
@@ -56,12 +59,12 @@ struct RetryLoop : std::enable_shared_from_this<RetryLoop> {
     } else {
       failure = ClassifyHttpError(response.http_status, response.body, error_ctx);
     }
-    if (ctx->retry.ShouldRetry(failure, attempt)) {
+    if (ctx->retry.ShouldRetry(failure, attempt, deadline)) {
       auto self = shared_from_this();
       ctx->transport->RunAfter(ctx->retry.Backoff(attempt), [self] { self->Attempt(); });
       return;
     }
-    done(GiveUp(failure, attempt, error_ctx));
+    done(GiveUp(failure, attempt, error_ctx, deadline));
   }
 };
 
@@ -117,6 +120,7 @@ void ExecuteWithRetry(std::shared_ptr<const S3Context> ctx, ErrorContext error_c
   loop->error_ctx = std::move(error_ctx);
   loop->make_request = std::move(make_request);
   loop->done = std::move(done);
+  loop->deadline = loop->ctx->retry.StartDeadline();
   loop->Attempt();
 }
 

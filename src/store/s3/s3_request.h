@@ -21,7 +21,8 @@ struct S3Context {
       : config(std::move(c)),
         transport(std::move(t)),
         signer(config.region),
-        retry(config.options.max_attempts, config.options.retry_base_delay_s, config.options.retry_max_delay_s) {}
+        retry(config.options.max_attempts, config.options.retry_base_delay_s, config.options.retry_max_delay_s,
+              config.options.request_timeout_s) {}
 
   ResolvedConfig config;
   std::shared_ptr<Transport> transport;
