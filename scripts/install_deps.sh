@@ -8,6 +8,7 @@ APT_PACKAGES=(
   libcurl4-openssl-dev libssl-dev libpugixml-dev libgtest-dev zlib1g-dev
   nginx libnginx-mod-http-lua  # the local S3 stand-in of the benchmarks and `make demo` (time to first byte)
   wrk curl                     # the benchmark's ceiling, and webdataset's pipe:curl shards
+  openssl                      # certificates for the TLS tests (tests/python/test_hostile.py)
 )
 
 missing=()

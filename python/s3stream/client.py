@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
+import weakref
 from typing import Any, Iterator, Optional, Sequence
 
 from . import _core
@@ -102,6 +104,7 @@ class Client:
         self._lock = threading.Lock()
         self._native: Any = None
         self._pid: Optional[int] = None
+        release_at_exit(self)
         self._native_client()  # resolve the configuration now, so mistakes surface here
 
     @staticmethod
@@ -148,6 +151,24 @@ class Client:
         self._lock = threading.Lock()
         self._native = None
         self._pid = None
+        release_at_exit(self)
+
+    def close(self) -> None:
+        """Lets go of the native engine (its connections and its event-loop thread) now; a later
+        call builds a new one. What was opened through the client (readers, writers, datasets)
+        holds its own reference and stays usable. ``with Client(...) as client:`` closes it at the
+        end of the block."""
+        with self._lock:
+            self._native, self._pid = None, None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _drop_native(self) -> None:
+        self._native, self._pid = None, None
 
     def __repr__(self) -> str:
         native = self._native_client()
@@ -228,6 +249,22 @@ def _checked(name: str, value: Any, default: Any) -> Any:
     elif not isinstance(value, str):  # the optional strings (endpoint, region, keys, profile, CA bundle)
         raise bad(f"{name} must be a string, got {value!r}")
     return value
+
+
+# Objects holding native state, let go of at interpreter exit (before the extension module is torn
+# down: otherwise nanobind reports them as leaked, as spawned DataLoader workers showed).
+_holders: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def release_at_exit(holder: Any) -> None:
+    """Registers an object with a ``_drop_native()`` method to be called at interpreter exit."""
+    _holders.add(holder)
+
+
+@atexit.register
+def _release_all() -> None:
+    for holder in list(_holders):
+        holder._drop_native()
 
 
 _default_lock = threading.Lock()

@@ -19,7 +19,7 @@ import torch.utils.data
 
 from . import _core
 from . import collate as _collate  # noqa: F401  (registers Buffer batching)
-from .client import Client, default_client
+from .client import Client, default_client, release_at_exit
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
 from .resume import REMAINDERS, check_state, samples_per_rank
@@ -119,6 +119,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self._shared = multiprocessing.Array("q", [0, -1, 0], lock=False)
         self._shard_set: Any = None
         self._shard_set_pid: Optional[int] = None
+        release_at_exit(self)
         self._iteration_start = 0
         self._yielded = 0
 
@@ -240,6 +241,10 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if isinstance(state["_shared"], list):
             state["_shared"] = multiprocessing.Array("q", state["_shared"], lock=False)
         self.__dict__.update(state)
+        release_at_exit(self)
+
+    def _drop_native(self) -> None:
+        self._shard_set, self._shard_set_pid = None, None
 
     def __repr__(self) -> str:
         shards = f"{len(self.shards)} shard" + ("" if len(self.shards) == 1 else "s")

@@ -56,6 +56,12 @@ bool Guarded(Transfer& t, Fn&& fn) {
   return false;
 }
 
+// The server could not be trusted: permanent, unlike the network failures worth retrying.
+bool IsTlsTrustFailure(CURLcode code) {
+  return code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+         code == CURLE_SSL_CERTPROBLEM || code == CURLE_SSL_ISSUER_ERROR;
+}
+
 // For callbacks with nothing to report to: the event loop must survive them.
 template <typename Fn>
 void RunSafely(const char* what, Fn&& fn) noexcept {
@@ -329,7 +335,11 @@ class CurlLoop {
         status = Cancelled("aborted by the response handler");
       } else if (code != CURLE_OK) {
         std::string detail = transfer->error[0] ? transfer->error : curl_easy_strerror(code);
-        status = Unavailable(detail);
+        status = IsTlsTrustFailure(code)
+            ? PermissionDenied("the server's TLS certificate could not be verified (" + detail +
+                               "): for a private CA pass ca_bundle='/path/to/ca.pem' (or set AWS_CA_BUNDLE); "
+                               "for a test server without a real certificate, verify_tls=False")
+            : Unavailable(detail);
       } else if (!transfer->headers_delivered) {
         // A response without a final blank header line (e.g. HEAD on some servers): deliver now.
         transfer->headers_delivered = true;

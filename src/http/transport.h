@@ -40,7 +40,8 @@ class ResponseHandler {
   // A piece of the body; return false to abort the transfer.
   virtual bool OnBody(std::span<const uint8_t> bytes) = 0;
   // Exactly once. OK when the response arrived whole; kUnavailable for network failures (refused,
-  // reset, timeout, stall); kCancelled when a callback aborted.
+  // reset, timeout, stall); kPermissionDenied when the server's TLS certificate could not be
+  // verified; kCancelled when a callback aborted.
   virtual void OnComplete(const Status& transport_status) = 0;
   // Asked often while the request is in flight (about once a second at least, also while no byte
   // arrives): false aborts it (completing with kCancelled). Thread: the transport's.

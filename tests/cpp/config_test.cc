@@ -107,13 +107,39 @@ TEST_F(ConfigTest, EndpointPrecedence) {
 
 TEST_F(ConfigTest, CaBundlePrecedence) {
   EXPECT_FALSE(Resolve().options.ca_bundle.has_value());  // the system's bundle (see http/ca_bundle.h)
-  WriteConfig("[default]\nca_bundle = /from/profile.pem\n");
-  EXPECT_EQ(Resolve().options.ca_bundle, "/from/profile.pem");
-  vars_["AWS_CA_BUNDLE"] = "/from/env.pem";
-  EXPECT_EQ(Resolve().options.ca_bundle, "/from/env.pem");
+  auto pem = [&](const std::string& name) {
+    const std::string path = (home_ / name).string();
+    WriteFile(path, "-----BEGIN CERTIFICATE-----\n");
+    return path;
+  };
+  vars_["CURL_CA_BUNDLE"] = pem("curl.pem");
+  EXPECT_EQ(Resolve().options.ca_bundle, pem("curl.pem"));
+  vars_["SSL_CERT_FILE"] = pem("openssl.pem");
+  EXPECT_EQ(Resolve().options.ca_bundle, pem("openssl.pem"));
+  WriteConfig("[default]\nca_bundle = " + pem("profile.pem") + "\n");
+  EXPECT_EQ(Resolve().options.ca_bundle, pem("profile.pem"));
+  vars_["AWS_CA_BUNDLE"] = pem("aws.pem");
+  EXPECT_EQ(Resolve().options.ca_bundle, pem("aws.pem"));
   ClientConfig c;
-  c.ca_bundle = "/explicit.pem";
-  EXPECT_EQ(Resolve(c).options.ca_bundle, "/explicit.pem");
+  c.ca_bundle = pem("explicit.pem");
+  EXPECT_EQ(Resolve(c).options.ca_bundle, pem("explicit.pem"));
+}
+
+TEST_F(ConfigTest, AMissingCaBundleIsNamedWithItsSource) {
+  vars_["AWS_CA_BUNDLE"] = "/nowhere/ca.pem";
+  Status s = ResolveError();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'/nowhere/ca.pem' (from AWS_CA_BUNDLE) cannot be read"), std::string::npos) << s.message();
+}
+
+TEST_F(ConfigTest, AnEndpointWithAPasswordIsRefusedWithoutRepeatingIt) {
+  ClientConfig c;
+  c.endpoint_url = "https://alice:hunter2@minio.example.com:9000";
+  Status s = ResolveError(c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().find("hunter2"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("alice"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("https://***@minio.example.com:9000"), std::string::npos) << s.message();
 }
 
 TEST_F(ConfigTest, GlobalProfileEndpointWithoutS3Block) {

@@ -49,8 +49,9 @@ class HostileServer:
     an iterable of pieces to send as they come (slowly, say; the connection closes after them),
     or None to close the connection without an answer."""
 
-    def __init__(self, handler: Callable[[Request], Optional[bytes]]) -> None:
+    def __init__(self, handler: Callable[[Request], Optional[bytes]], tls: Optional[object] = None) -> None:
         self.handler = handler
+        self.tls = tls  # an ssl.SSLContext: serve HTTPS
         self.requests: List[Request] = []
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -61,7 +62,7 @@ class HostileServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._sock.getsockname()[1]}"
 
     def __enter__(self) -> str:
         t = threading.Thread(target=self._accept, daemon=True)
@@ -83,6 +84,12 @@ class HostileServer:
             t.start()
 
     def _serve(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # the client refused the certificate: nothing to serve
+                conn.close()
+                return
         buf = b""
         with conn:
             while True:

@@ -205,3 +205,44 @@ def test_dataloader_fork_workers(client, objects):
             seen.append(int(i))
     assert sorted(seen) == sorted(list(range(len(uris))) * 2)
     assert bytes(client.get(uris[1])) == objects[uris[1]]  # and the parent's client still works
+
+
+@pytest.mark.timeout_s(120)
+def test_spawned_workers_exit_without_leak_reports(tmp_path):
+    """Native objects held by a dataset or client are let go at interpreter exit: a spawned
+    DataLoader worker (which exits through the interpreter, unlike a forked one) once printed
+    nanobind's "leaked instances" report for them."""
+    import io
+    import subprocess
+    import tarfile
+
+    (tmp_path / "shards").mkdir()
+    for s in range(2):
+        with tarfile.open(tmp_path / "shards" / f"s{s}.tar", "w") as t:
+            for i in range(20):
+                data = bytes([i]) * 1000
+                info = tarfile.TarInfo(f"{s}_{i:03d}.bin")
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    script = (
+        "import s3stream\n"
+        "if __name__ == '__main__':\n"
+        f"    ds = s3stream.ShardDataset({str(tmp_path / 'shards') + '/'!r}, shuffle=False)\n"
+        "    loader = s3stream.DataLoader(ds, batch_size=8, num_workers=1, multiprocessing_context='spawn')\n"
+        "    print(sum(len(b['bin']) for b in loader))\n"
+    )
+    (tmp_path / "run.py").write_text(script)
+    proc = subprocess.run([sys.executable, str(tmp_path / "run.py")], capture_output=True, text=True, timeout=100,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "40"
+    assert "leaked" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_closed_client_reopens_and_a_with_block_closes_it(client, objects):
+    uri, data = next(iter(objects.items()))
+    with s3stream.Client(endpoint_url=client._options["endpoint_url"]) as c:
+        assert bytes(c.get(uri)) == data
+        assert c._native is not None
+    assert c._native is None  # closed at the end of the block
+    assert bytes(c.get(uri)) == data  # and built again on use

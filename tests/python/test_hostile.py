@@ -311,3 +311,36 @@ def _slow_response(req, size):
     for _ in range(last - first + 1):
         time.sleep(0.4)
         yield b"x"
+
+
+# --- TLS ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory):
+    """A certificate for 127.0.0.1 signed by nobody the system trusts, and a server context."""
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is needed to make the test certificate (scripts/install_deps.sh installs it)")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+                   check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(d / "cert.pem", d / "key.pem")
+    return str(d / "cert.pem"), context
+
+
+def test_an_untrusted_certificate_is_refused_at_once_and_says_how_to_trust_it(self_signed):
+    cert, context = self_signed
+    server = HostileServer(lambda req: response(200, b"secret", {"ETag": '"e"'}), tls=context)
+    with server as url:
+        client = s3stream.Client(endpoint_url=url, max_attempts=5)
+        with pytest.raises(s3stream.PermissionDeniedError, match="ca_bundle=") as excinfo:
+            client.get("s3://bucket/k")
+        assert "gave up after" not in str(excinfo.value)  # permanent: not retried
+        assert len(server.requests) == 0
+        trusted = s3stream.Client(endpoint_url=url, ca_bundle=cert)
+        assert bytes(trusted.get("s3://bucket/k")) == b"secret"

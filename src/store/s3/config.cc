@@ -251,6 +251,12 @@ Status ResolveEndpoint(std::string endpoint, const std::string& source, Resolved
   }
   std::string rest = endpoint.substr(sep + 3);
   std::string authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (const size_t at = authority.rfind('@'); at != std::string::npos) {
+    // Never repeated back: it may hold a password (and S3 signs with access keys, not these).
+    return InvalidArgument("endpoint_url '" + scheme + "://***@" + rest.substr(at + 1) + "' (from " + source +
+                           ") carries a user name or password; pass credentials as access_key_id and "
+                           "secret_access_key instead");
+  }
   if (authority.empty() || rest.find_first_of("?#") != std::string::npos) {
     return InvalidArgument("endpoint_url '" + given + "' (from " + source +
                            ") must be scheme://host[:port] with no query, " + std::string(kEndpointExample));
@@ -373,9 +379,18 @@ Result<ResolvedConfig> ResolveConfig(const ClientConfig& config, const Environme
   out.path_style = style == AddressingStyle::kPath || (style == AddressingStyle::kAuto && !out.endpoint_is_aws);
 
   // The CA bundle: the AWS CLI's and SDKs' variable and profile key (unset: the system's bundle).
+  // The CA bundle: as the AWS SDKs (AWS_CA_BUNDLE, the profile's ca_bundle), then OpenSSL's and
+  // curl's variables; unset: the system's bundle. A named file must exist.
   if (auto ca = FirstSet({{config.ca_bundle, "ClientConfig.ca_bundle"},
                           {env.getenv("AWS_CA_BUNDLE"), "AWS_CA_BUNDLE"},
-                          {profile.Config("ca_bundle"), "ca_bundle in " + in_profile}})) {
+                          {profile.Config("ca_bundle"), "ca_bundle in " + in_profile},
+                          {env.getenv("SSL_CERT_FILE"), "SSL_CERT_FILE"},
+                          {env.getenv("CURL_CA_BUNDLE"), "CURL_CA_BUNDLE"}})) {
+    std::ifstream probe(ca->value);
+    if (!probe) {
+      return InvalidArgument("the CA bundle '" + ca->value + "' (from " + ca->source +
+                             ") cannot be read; name an existing PEM file, or unset it to use the system's");
+    }
     out.options.ca_bundle = ca->value;
   }
 

@@ -66,6 +66,11 @@ AttemptFailure ClassifyTransportError(const Status& transport_status, const Erro
     f.status = transport_status;
     return f;
   }
+  if (transport_status.code() != StatusCode::kUnavailable) {  // e.g. an untrusted certificate: asking again will not help
+    f.status = Status(transport_status.code(), ctx.op + " " + ctx.object + " to " + ctx.endpoint + ": " +
+                                                   transport_status.message());
+    return f;
+  }
   f.retryable = true;
   f.status = Unavailable(ctx.op + " " + ctx.object + ": network error talking to " + ctx.endpoint + ": " +
                          transport_status.message());
