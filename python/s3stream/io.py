@@ -131,7 +131,7 @@ def open(
     client: Optional[Client] = None,
     chunk_size: Optional[int] = None,
     prefetch_chunks: Optional[int] = None,
-    buffer_size: int = 1 * MiB,
+    buffer_size: int = 128 << 10,
     part_size: Optional[int] = None,
     max_inflight_parts: Optional[int] = None,
 ):
@@ -145,6 +145,12 @@ def open(
     ``max_inflight_parts`` (default 4) at once, committing on ``close()``.
 
     Options left at None take the engine's defaults (the ones above).
+
+    Memory: a reader holds at most ``(prefetch_chunks + 1) * chunk_size`` bytes (72 MiB by
+    default; 16 MiB until sequential reading outruns the network) plus ``buffer_size`` (128 KiB,
+    Python's buffer for small reads); closing or dropping it gives that back to the system, but
+    for the engine's cache of free blocks (``S3STREAM_BUFFER_CACHE_BYTES``, 256 MiB at most, kept
+    for the next reads).
 
     ``torch.save(obj, f)`` and ``torch.load(f)`` work with both.
     """

@@ -46,7 +46,13 @@ void ObjectReader::Seek(uint64_t position) { position_ = position; }
 
 // The rest of the object from `offset` (a chunk boundary), pinned to the ETag seen at open.
 RangeFetcher::Source ObjectReader::From(uint64_t offset) const {
-  auto range = std::make_shared<std::optional<FetchRange>>(FetchRange{store_, key_, offset, info_.size, false, info_.etag});
+  FetchRange rest;
+  rest.store = store_;
+  rest.key = key_;
+  rest.start = offset;
+  rest.end = info_.size;
+  rest.etag = info_.etag;
+  auto range = std::make_shared<std::optional<FetchRange>>(std::move(rest));
   return [range]() {
     std::optional<FetchRange> out = std::move(*range);
     range->reset();

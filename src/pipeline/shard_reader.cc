@@ -104,8 +104,13 @@ std::optional<FetchRange> ShardSampleReader::NextRange() {
     source_run_ = 0;
   }
   const ShardLocation& shard = shards_->location(run.shard);
-  FetchRange range{shard.store, shard.key, run.start, run.end, false, shard.etag};
-  if (shards_->gzip(run.shard)) range.end.reset();  // offsets count decompressed bytes: read it all
+  FetchRange range;
+  range.store = shard.store;
+  range.key = shard.key;
+  range.start = run.start;
+  range.etag = shard.etag;
+  // Offsets of a compressed shard count decompressed bytes: it is read from its start to its end.
+  if (!shards_->gzip(run.shard)) range.end = run.end;
   return range;
 }
 

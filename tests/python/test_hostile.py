@@ -344,3 +344,26 @@ def test_an_untrusted_certificate_is_refused_at_once_and_says_how_to_trust_it(se
         assert len(server.requests) == 0
         trusted = s3stream.Client(endpoint_url=url, ca_bundle=cert)
         assert bytes(trusted.get("s3://bucket/k")) == b"secret"
+
+
+def test_a_redirect_is_not_followed_and_takes_no_credentials_elsewhere():
+    elsewhere = HostileServer(lambda req: response(200, b"stolen", {"ETag": '"e"'}))
+    with elsewhere as other_url:
+        redirect = HostileServer(lambda req: response(307, b"", {"Location": other_url + req.target}))
+        with redirect as url:
+            with pytest.raises(s3stream.S3StreamError):
+                client_for(url).get("s3://bucket/k")
+    assert len(redirect.requests) == 1 and "authorization" in redirect.requests[0].headers
+    assert elsewhere.requests == []
+
+
+def test_xml_entities_are_not_expanded():
+    body = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY secret SYSTEM "file:///etc/hostname">'
+            b'<!ENTITY big "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa">]>'
+            b"<ListBucketResult><Name>bucket</Name><Contents><Key>k&secret;&big;</Key><Size>1</Size>"
+            b"<ETag>&quot;e&quot;</ETag></Contents><IsTruncated>false</IsTruncated></ListBucketResult>")
+    with HostileServer(lambda req: response(200, body, {"Content-Type": "application/xml"})) as url:
+        keys = [o.key for o in client_for(url).list("s3://bucket/")]
+    with open("/etc/hostname") as f:
+        hostname = f.read().strip()
+    assert all(hostname not in k and "aaaa" not in k for k in keys), keys

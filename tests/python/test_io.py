@@ -4,6 +4,7 @@ and the "wb" writer (single PUT, multipart, abort on exception), and torch.save/
 from __future__ import annotations
 
 import io
+import os
 import random
 import threading
 import time
@@ -377,3 +378,35 @@ def test_torch_load_of_boto3_written_checkpoint(client, boto3_client, bucket):
     boto3_client.put_object(Bucket=bucket, Key="ckpt.pt", Body=buf.getvalue())
     with s3stream.open(s3_uri(bucket, "ckpt.pt"), "rb", client=client) as f:
         assert torch.equal(torch.load(f, weights_only=True)["w"], state["w"])
+
+
+@pytest.mark.timeout_s(120)
+def test_memory_of_dropped_readers_goes_back_to_the_system(boto3_client, bucket, s3_endpoint):
+    """100 readers each holding their first chunks: once dropped, their memory leaves the process
+    (the block cache is set to keep nothing here, so what stays is the allocator's doing)."""
+    import subprocess
+    import sys
+
+    boto3_client.put_object(Bucket=bucket, Key="obj.bin", Body=random_bytes(8 << 20, seed=3))
+    script = f"""
+import gc, s3stream
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+client = s3stream.Client(endpoint_url={s3_endpoint!r})
+base = rss_mb()
+for _ in range(3):  # after the first round glibc's malloc would serve such blocks from its heap
+    readers = [s3stream.open("s3://{bucket}/obj.bin", "rb", client=client, chunk_size=1 << 20) for _ in range(100)]
+    for r in readers:
+        r.read(1)  # two chunks in flight or held: the initial window
+    held = rss_mb()
+    del readers, r
+    gc.collect()
+print(round(base), round(held), round(rss_mb()))
+"""
+    env = dict(os.environ, S3STREAM_BUFFER_CACHE_BYTES="0")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100, env=env)
+    assert proc.returncode == 0, proc.stderr
+    base, held, after = map(int, proc.stdout.split())
+    assert held - base > 150, (base, held, after)  # the readers did hold their window
+    assert after - base < 60, f"{after - base} MB still held after every reader was dropped ({base}, {held}, {after})"
