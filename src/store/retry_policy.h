@@ -13,6 +13,9 @@ namespace s3stream::internal {
 struct AttemptFailure {
   Status status;           // already mapped to a user-facing code and message
   bool retryable = false;  // transient: network error, 5xx, SlowDown, RequestTimeout, short body
+  // The connection failed (refused, reset, stalled, ended before the body did): a fault of that connection,
+  // not a sign of a busy server, so the first retry goes at once on a new one (see Delay).
+  bool connection_lost = false;
 };
 
 // HTTP statuses and S3 error codes that S3 documents as transient.
@@ -50,6 +53,12 @@ class RetryPolicy {
   }
   // Delay before attempt `attempt + 1`: uniform in [0, min(max, base * 2^(attempt-1))].
   std::chrono::milliseconds Backoff(int attempt) const;
+  // Delay before retrying after `failure` on attempt `attempt`: none after a first attempt whose
+  // connection broke (waiting would only add latency: the server answered, the connection failed),
+  // Backoff otherwise, so 5xx/SlowDown and repeated failures still slow down.
+  std::chrono::milliseconds Delay(const AttemptFailure& failure, int attempt) const {
+    return failure.connection_lost && attempt == 1 ? std::chrono::milliseconds(0) : Backoff(attempt);
+  }
 
  private:
   int max_attempts_;

@@ -50,5 +50,23 @@ TEST(RetryPolicy, TransportErrorsRetryUnlessCancelled) {
   EXPECT_NE(given_up.message().find("http://h"), std::string::npos);
 }
 
+TEST(RetryPolicy, ABrokenConnectionIsRetriedAtOnceThenBacksOff) {
+  RetryPolicy policy(10, 0.1, 0.8);
+  ErrorContext ctx{"GET", "s3://b/k", "b", "http://h", "us-east-1", "explicit"};
+  AttemptFailure reset = ClassifyTransportError(Unavailable("Connection reset by peer"), ctx);
+  AttemptFailure slow_down = ClassifyHttpError(503, "<Error><Code>SlowDown</Code></Error>", ctx);
+  ASSERT_TRUE(reset.connection_lost);
+  ASSERT_FALSE(slow_down.connection_lost);
+  EXPECT_EQ(policy.Delay(reset, 1).count(), 0);
+  // A second broken connection in a row, and any busy-server answer, back off as before.
+  long long after_second_reset = 0, after_slow_down = 0;
+  for (int i = 0; i < 200; ++i) {
+    after_second_reset = std::max(after_second_reset, static_cast<long long>(policy.Delay(reset, 2).count()));
+    after_slow_down = std::max(after_slow_down, static_cast<long long>(policy.Delay(slow_down, 1).count()));
+  }
+  EXPECT_GT(after_second_reset, 0);
+  EXPECT_GT(after_slow_down, 0);
+}
+
 }  // namespace
 }  // namespace s3stream::internal

@@ -72,6 +72,7 @@ AttemptFailure ClassifyTransportError(const Status& transport_status, const Erro
     return f;
   }
   f.retryable = true;
+  f.connection_lost = true;
   f.status = Unavailable(ctx.op + " " + ctx.object + ": network error talking to " + ctx.endpoint + ": " +
                          transport_status.message());
   return f;

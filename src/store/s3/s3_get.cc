@@ -151,6 +151,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
       }
     } else if (delivered_ < content_length_) {
       failure.retryable = true;
+      failure.connection_lost = true;
       failure.status = Unavailable("GET " + object_ + ": the connection ended after " + std::to_string(delivered_) +
                                    " of " + std::to_string(content_length_) + " bytes");
     } else {
@@ -158,7 +159,7 @@ class GetOperation : public std::enable_shared_from_this<GetOperation> {
     }
     if (ctx_->retry.ShouldRetry(failure, attempt_, deadline_)) {
       auto self = shared_from_this();
-      ctx_->transport->RunAfter(ctx_->retry.Backoff(attempt_), [self] { self->Attempt(); });
+      ctx_->transport->RunAfter(ctx_->retry.Delay(failure, attempt_), [self] { self->Attempt(); });
       return;
     }
     Finish(GiveUp(failure, attempt_, error_ctx_, deadline_));

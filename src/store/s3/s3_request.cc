@@ -61,7 +61,7 @@ struct RetryLoop : std::enable_shared_from_this<RetryLoop> {
     }
     if (ctx->retry.ShouldRetry(failure, attempt, deadline)) {
       auto self = shared_from_this();
-      ctx->transport->RunAfter(ctx->retry.Backoff(attempt), [self] { self->Attempt(); });
+      ctx->transport->RunAfter(ctx->retry.Delay(failure, attempt), [self] { self->Attempt(); });
       return;
     }
     done(GiveUp(failure, attempt, error_ctx, deadline));
