@@ -76,6 +76,11 @@ class Client {
   Future<Result<std::string>> Put(const std::string& uri, Buffer data);  // the new ETag
   Future<Status> Delete(const std::string& uri);
 
+  // The incomplete multipart uploads whose key starts with the URI's key, `page_size` per request
+  // (ListUploads: an endless listing is refused), and aborting one by its object URI and id.
+  Result<std::vector<UploadInfo>> ListUploads(const std::string& uri, int page_size = 1000);
+  Future<Status> AbortUpload(const std::string& uri, const std::string& upload_id);
+
   // A seekable reader (HEADs the object) and a writer that commits on Close().
   Result<std::unique_ptr<ObjectReader>> OpenReader(const std::string& uri, ReaderOptions options = {});
   Result<std::unique_ptr<ObjectWriter>> OpenWriter(const std::string& uri, WriterOptions options = {});

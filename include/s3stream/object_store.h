@@ -83,6 +83,29 @@ struct ListPage {
   std::string next_continuation_token;  // empty on the last page
 };
 
+// A multipart upload begun and neither completed nor aborted: its parts are stored (and billed)
+// until it is aborted. A writer that was killed leaves one behind.
+struct UploadInfo {
+  std::string key;
+  std::string upload_id;
+  std::string initiated;  // ISO 8601 as the store reports it
+};
+
+struct UploadListRequest {
+  std::string prefix;
+  // Where the previous page ended (its next markers); both empty on the first page.
+  std::string key_marker;
+  std::string upload_id_marker;
+  int max_uploads = 1000;  // 1..1000 (S3's cap)
+};
+
+struct UploadPage {
+  std::vector<UploadInfo> uploads;  // by key, then by the store's order of uploads of one key
+  bool truncated = false;           // more pages follow, from the markers below
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+
 struct CompletedPart {
   int part_number = 0;
   std::string etag;
@@ -110,6 +133,8 @@ class ObjectStore {
   virtual Future<Status> CompleteMultipartUpload(const std::string& key, const std::string& upload_id,
                                                  const std::vector<CompletedPart>& parts) = 0;
   virtual Future<Status> AbortMultipartUpload(const std::string& key, const std::string& upload_id) = 0;
+  // One page of the incomplete uploads whose key starts with the prefix (ListUploads has them all).
+  virtual Future<Result<UploadPage>> ListMultipartUploads(const UploadListRequest& request) = 0;
 };
 
 // Helpers shared by every driver's callers.
@@ -138,5 +163,10 @@ class ListPager {
 // Every page of a listing; `on_page` sees each as it arrives and may stop with a non-OK status.
 Status ListEach(std::shared_ptr<ObjectStore> store, ListRequest request,
                 const std::function<Status(const ListPage&)>& on_page);
+
+// Every incomplete multipart upload under `prefix`, following the pages' markers. A store that
+// hands out a marker pair it gave before would make the listing endless; that is refused (kCorrupt).
+// Blocks: never call it from a driver's thread.
+Result<std::vector<UploadInfo>> ListUploads(ObjectStore& store, const std::string& prefix, int page_size = 1000);
 
 }  // namespace s3stream

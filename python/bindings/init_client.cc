@@ -80,6 +80,31 @@ void Delete(Client& client, const std::string& uri) {
   ThrowIfError(deleted);
 }
 
+// (uri, key, upload id, initiated) of every incomplete multipart upload under `uri`; the uri is the
+// object's, as abort_upload takes it.
+std::vector<std::tuple<std::string, std::string, std::string, std::string>> ListUploads(Client& client,
+                                                                                       const std::string& uri,
+                                                                                       int page_size) {
+  ObjectUri base = Unwrap(ObjectUri::Parse(uri));
+  Result<std::vector<UploadInfo>> uploads = [&] {
+    nb::gil_scoped_release release;
+    return client.ListUploads(uri, page_size);
+  }();
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> out;
+  for (UploadInfo& u : Unwrap(std::move(uploads))) {
+    out.emplace_back(base.WithKey(u.key).ToString(), std::move(u.key), std::move(u.upload_id), std::move(u.initiated));
+  }
+  return out;
+}
+
+void AbortUpload(Client& client, const std::string& uri, const std::string& upload_id) {
+  Status aborted = [&] {
+    nb::gil_scoped_release release;
+    return Await(client.AbortUpload(uri, upload_id), "aborting upload " + upload_id + " of " + uri);
+  }();
+  ThrowIfError(aborted);
+}
+
 }  // namespace
 
 void InitClient(nb::module_& m) {
@@ -144,7 +169,9 @@ void InitClient(nb::module_& m) {
              return Unwrap(c.List(uri, delimiter, max_keys));
            }, nb::arg("uri"), nb::arg("delimiter"), nb::arg("max_keys"))
       .def("put", &Put, nb::arg("uri"), nb::arg("data"))
-      .def("delete", &Delete, nb::arg("uri"));
+      .def("delete", &Delete, nb::arg("uri"))
+      .def("list_uploads", &ListUploads, nb::arg("uri"), nb::arg("page_size"))
+      .def("abort_upload", &AbortUpload, nb::arg("uri"), nb::arg("upload_id"));
 }
 
 }  // namespace s3stream::bindings

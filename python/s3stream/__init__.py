@@ -8,7 +8,7 @@
 """
 
 from ._core import Buffer, ObjectInfo
-from .client import Client, default_client
+from .client import Client, UploadInfo, default_client
 from .errors import (
     CancelledError,
     CorruptDataError,
@@ -65,6 +65,7 @@ __all__ = [
     "Client",
     "ObjectInfo",
     "ObjectWriter",
+    "UploadInfo",
     "default_client",
     "open",
     "rank_and_world",

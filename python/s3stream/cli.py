@@ -1,4 +1,4 @@
-"""The ``s3stream`` command line: ``cat``, ``ls``, ``index`` and ``bench``."""
+"""The ``s3stream`` command line: ``cat``, ``ls``, ``index``, ``uploads`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -74,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("--missing", choices=("error", "skip"), default="error", help="what a missing shard does")
     index.add_argument("--cache-dir", default=None, help="where indexes go when the bucket is read-only")
     index.add_argument("--parallelism", type=_positive, default=16, help="shards indexed at once (default 16)")
+    uploads = sub.add_parser("uploads", parents=[connection],
+                             help="list incomplete multipart uploads under a prefix; --abort aborts them",
+                             description="List the multipart uploads under a prefix that were neither completed "
+                                         "nor aborted (a writer killed mid-upload leaves one; its parts are billed "
+                                         "until aborted). Nothing is aborted without --abort.")
+    from .uploads import add_arguments as _uploads_arguments
+
+    _uploads_arguments(uploads)
     bench = sub.add_parser("bench", parents=[connection],
                            help="measure how fast a dataset reaches a training loop at several num_workers",
                            description="Measure samples/s, MB/s and the time to the first batch of a dataset "
@@ -92,6 +100,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .bench import run as _bench
 
             return _bench(args, client)
+        if args.command == "uploads":
+            from .uploads import run as _uploads
+
+            return _uploads(args, client)
         {"cat": _cat, "ls": _ls, "index": _index}[args.command](client, args)
     except BrokenPipeError:
         return 0

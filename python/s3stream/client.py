@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
 import threading
 import weakref
-from typing import Any, Iterator, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional, Sequence
 
 from . import _core
 
 Buffer = _core.Buffer
 ObjectInfo = _core.ObjectInfo
+
+
+
+@dataclass(frozen=True)
+class UploadInfo:
+    """A multipart upload begun and neither completed nor aborted (a writer killed mid-upload
+    leaves one): its parts are stored, and billed, until it is aborted."""
+
+    uri: str  # the object the upload would have made, as abort_upload takes it
+    key: str
+    upload_id: str
+    initiated: datetime.datetime  # timezone-aware, as the store reported it
+
 
 _ADDRESSING = {
     "auto": _core.AddressingStyle.auto,
@@ -218,11 +233,40 @@ class Client:
     def delete(self, uri: str) -> None:
         self._native_client().delete(uri)
 
+    def list_uploads(self, uri: str, page_size: int = 1000) -> List[UploadInfo]:
+        """The incomplete multipart uploads whose key starts with the URI's key (a prefix), by key,
+        every page of them (``page_size`` per request, at most 1000). A store that repeats its
+        paging markers raises CorruptDataError instead of paging forever; so does an upload whose
+        initiation time is not an ISO 8601 timestamp."""
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 1000:
+            raise _errors().InvalidArgumentError(f"list_uploads({uri!r}): page_size must be 1..1000, got {page_size!r}")
+        return [
+            UploadInfo(object_uri, key, upload_id, _timestamp(initiated, f"upload {upload_id} of {object_uri}"))
+            for object_uri, key, upload_id, initiated in self._native_client().list_uploads(uri, page_size)
+        ]
+
+    def abort_upload(self, uri: str, upload_id: str) -> None:
+        """Aborts the multipart upload ``upload_id`` of the object ``uri`` (an
+        :class:`UploadInfo`'s ``uri`` and ``upload_id``): its parts are deleted. One already
+        completed or aborted raises NotFoundError."""
+        self._native_client().abort_upload(uri, upload_id)
+
     def open(self, uri: str, mode: str = "rb", **options: Any):
         """A file object over the object: see :func:`s3stream.open`."""
         from .io import open as open_
 
         return open_(uri, mode, client=self, **options)
+
+
+def _timestamp(text: str, what: str) -> datetime.datetime:
+    """A store's ISO 8601 time (``2026-01-02T03:04:05.000Z``) as an aware datetime; a time without
+    a zone is UTC, as S3's always are."""
+    try:
+        # fromisoformat learned "Z" only in Python 3.11.
+        value = datetime.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise _errors().CorruptDataError(f"{what}: the store gave its initiation time as {text[:40]!r}, not ISO 8601") from None
+    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
 
 
 def _checked(name: str, value: Any, default: Any) -> Any:

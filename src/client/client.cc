@@ -157,6 +157,17 @@ Future<Status> Client::Delete(const std::string& uri) {
   return where->store->Delete(where->key);
 }
 
+Result<std::vector<UploadInfo>> Client::ListUploads(const std::string& uri, int page_size) {
+  S3S_ASSIGN_OR_RETURN(Location where, Locate(uri, /*need_key=*/false));
+  return s3stream::ListUploads(*where.store, where.key, page_size);
+}
+
+Future<Status> Client::AbortUpload(const std::string& uri, const std::string& upload_id) {
+  Result<Location> where = Locate(uri);
+  if (!where.ok()) return Future<Status>::Ready(where.status());
+  return where->store->AbortMultipartUpload(where->key, upload_id);
+}
+
 Result<std::unique_ptr<ObjectReader>> Client::OpenReader(const std::string& uri, ReaderOptions options) {
   S3S_ASSIGN_OR_RETURN(Location where, Locate(uri));
   return ObjectReader::Open(std::move(where.store), std::move(where.key), std::move(options));

@@ -1,7 +1,8 @@
-// The driver-independent helpers declared in s3stream/object_store.h: one GET into one Buffer, and a
-// loop over List pages.
+// The driver-independent helpers declared in s3stream/object_store.h: one GET into one Buffer, a
+// loop over List pages, and every page of a listing of multipart uploads.
 #include "s3stream/object_store.h"
 
+#include <set>
 #include <string>
 #include <utility>
 
@@ -52,6 +53,24 @@ Status ListEach(std::shared_ptr<ObjectStore> store, ListRequest request,
     S3S_ASSIGN_OR_RETURN(std::optional<ListPage> page, pager.Next());
     if (!page) return Status::Ok();
     S3S_RETURN_IF_ERROR(on_page(*page));
+  }
+}
+
+Result<std::vector<UploadInfo>> ListUploads(ObjectStore& store, const std::string& prefix, int page_size) {
+  const std::string what = "listing the multipart uploads under " + store.Describe(prefix);
+  UploadListRequest request{prefix, "", "", page_size};
+  std::set<std::pair<std::string, std::string>> seen_markers{{"", ""}};  // the first page's
+  std::vector<UploadInfo> uploads;
+  while (true) {
+    S3S_ASSIGN_OR_RETURN(UploadPage page, Await(store.ListMultipartUploads(request), what));
+    for (UploadInfo& upload : page.uploads) uploads.push_back(std::move(upload));
+    if (!page.truncated) return uploads;
+    if (!seen_markers.emplace(page.next_key_marker, page.next_upload_id_marker).second) {
+      return Corrupt(what + ": the store handed out the markers '" + page.next_key_marker.substr(0, 80) + "', '" +
+                     page.next_upload_id_marker.substr(0, 80) + "' a second time, which would make the listing endless");
+    }
+    request.key_marker = std::move(page.next_key_marker);
+    request.upload_id_marker = std::move(page.next_upload_id_marker);
   }
 }
 

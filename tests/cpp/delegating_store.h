@@ -86,6 +86,9 @@ class DelegatingStore : public ObjectStore {
     ++aborts;
     return inner_->AbortMultipartUpload(key, id);
   }
+  Future<Result<UploadPage>> ListMultipartUploads(const UploadListRequest& r) override {
+    return inner_->ListMultipartUploads(r);
+  }
 
  private:
   class CountingSink final : public BodySink {

@@ -419,6 +419,29 @@ TEST_F(FileStoreTest, MultipartStagesBesideTheTargetEvenForRootSlash) {
   EXPECT_EQ(Tree(root_), (std::vector<std::string>{"ckpt/", "ckpt/model.pt"}));
 }
 
+TEST_F(FileStoreTest, ListedUploadsAreOnlyThoseAbortCanFind) {
+  auto id = Await(store_->CreateMultipartUpload("ckpt/model.pt"), "Create");
+  ASSERT_TRUE(id.ok());
+  const std::string staging = root_ + "/ckpt/.s3stream-multipart/";
+  // Planted or half-made staging directories: no key file, a key file naming another directory's
+  // key, a key file that is a directory. None is an upload Abort would find, so none is listed.
+  fs::create_directories(staging + "aaaa");
+  fs::create_directories(staging + "bbbb");
+  std::ofstream(staging + "bbbb/key") << "elsewhere/model.pt";
+  fs::create_directories(staging + "cccc/key");
+  Result<std::vector<UploadInfo>> uploads = ListUploads(*store_, "");
+  ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
+  ASSERT_EQ(uploads->size(), 1u);
+  EXPECT_EQ((*uploads)[0].key, "ckpt/model.pt");
+  EXPECT_EQ((*uploads)[0].upload_id, *id);
+  EXPECT_EQ((*uploads)[0].initiated.size(), std::string("2026-01-01T00:00:00.000Z").size()) << (*uploads)[0].initiated;
+
+  // Reserved names and dot segments name no key.
+  EXPECT_TRUE(ListUploads(*store_, "ckpt/.s3stream-multipart/").value().empty());
+  EXPECT_TRUE(HasCode(ListUploads(*store_, "ckpt/../").status(), StatusCode::kInvalidArgument));
+  EXPECT_TRUE(Await(store_->AbortMultipartUpload("ckpt/model.pt", *id), "Abort").ok());
+}
+
 TEST_F(FileStoreTest, MultipartRejectsPartsOutOfOrder) {
   const std::string key = "mp/order";
   auto id = Await(store_->CreateMultipartUpload(key), "Create");

@@ -240,6 +240,67 @@ TEST(S3Store, ListFollowsTheWireFormat) {
   EXPECT_EQ(page->objects[0].size, 3u);
 }
 
+// A ListMultipartUploads page: `uploads` keys, truncated with the given markers unless both are empty.
+std::string UploadsPage(const std::vector<std::string>& keys, const std::string& next_key, const std::string& next_id) {
+  std::string xml = "<ListMultipartUploadsResult><EncodingType>url</EncodingType>";
+  xml += next_key.empty() ? "<IsTruncated>false</IsTruncated>"
+                          : "<IsTruncated>true</IsTruncated><NextKeyMarker>" + next_key +
+                                "</NextKeyMarker><NextUploadIdMarker>" + next_id + "</NextUploadIdMarker>";
+  for (const std::string& key : keys) {
+    xml += "<Upload><Key>" + key + "</Key><UploadId>id-" + key + "</UploadId><Initiated>2026-01-01T00:00:00.000Z</Initiated></Upload>";
+  }
+  return xml + "</ListMultipartUploadsResult>";
+}
+
+TEST(S3Store, ListUploadsFollowsTheMarkersToTheLastPage) {
+  Harness h([](const HttpRequest& req, int call) {
+    EXPECT_NE(req.url.find("uploads="), std::string::npos) << req.url;
+    EXPECT_NE(req.url.find("max-uploads=2"), std::string::npos) << req.url;
+    EXPECT_NE(req.url.find("prefix=ck%20pt%2F"), std::string::npos) << req.url;
+    if (call == 0) {
+      EXPECT_EQ(req.url.find("key-marker"), std::string::npos) << req.url;
+      return FakeResponse{200, {}, UploadsPage({"ck%20pt/a", "ck%20pt/b"}, "ck%20pt/b", "id+b")};
+    }
+    EXPECT_NE(req.url.find("key-marker=ck%20pt%2Fb"), std::string::npos) << req.url;
+    EXPECT_NE(req.url.find("upload-id-marker=id%2Bb"), std::string::npos) << req.url;
+    return FakeResponse{200, {}, UploadsPage({"ck%20pt/c"}, "", "")};
+  });
+  Result<std::vector<UploadInfo>> uploads = ListUploads(*h.store, "ck pt/", 2);
+  ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
+  ASSERT_EQ(uploads->size(), 3u);
+  EXPECT_EQ((*uploads)[0].key, "ck pt/a");
+  EXPECT_EQ((*uploads)[2].key, "ck pt/c");
+  EXPECT_EQ((*uploads)[2].upload_id, "id-ck%20pt/c");
+  EXPECT_EQ(h.transport->requests().size(), 2u);
+}
+
+TEST(S3Store, ListUploadsRefusesMarkersHandedOutTwice) {
+  // The same pair again, or a cycle back to an earlier one: either would page forever.
+  for (const std::vector<std::string>& markers : {std::vector<std::string>{"k1", "k1"},
+                                                  std::vector<std::string>{"k1", "k2", "k1"}}) {
+    Harness h([markers](const HttpRequest&, int call) {
+      const std::string& m = markers[std::min<size_t>(call, markers.size() - 1)];
+      return FakeResponse{200, {}, UploadsPage({m}, m, "id")};
+    });
+    Result<std::vector<UploadInfo>> uploads = ListUploads(*h.store, "", 1);
+    EXPECT_EQ(uploads.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(uploads.status().message().find("a second time"), std::string::npos) << uploads.status().ToString();
+    EXPECT_EQ(h.transport->requests().size(), markers.size());  // stopped at the first repeat
+  }
+}
+
+TEST(S3Store, ListUploadsAcceptsTheSameKeyWithAnotherUploadId) {
+  // Many uploads of one key page by upload id: the key marker repeats, the pair does not.
+  Harness h([](const HttpRequest&, int call) {
+    if (call == 0) return FakeResponse{200, {}, UploadsPage({"k"}, "k", "id-1")};
+    if (call == 1) return FakeResponse{200, {}, UploadsPage({"k"}, "k", "id-2")};
+    return FakeResponse{200, {}, UploadsPage({"k"}, "", "")};
+  });
+  Result<std::vector<UploadInfo>> uploads = ListUploads(*h.store, "", 1);
+  ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
+  EXPECT_EQ(uploads->size(), 3u);
+}
+
 }  // namespace
 }  // namespace s3stream
 

@@ -709,6 +709,42 @@ TEST_P(StoreConformanceTest, MultipartAbortLeavesNoObject) {
   EXPECT_TRUE(HasCode(conformance::Await(store().AbortMultipartUpload(key, *id), "Abort"), StatusCode::kNotFound));
 }
 
+TEST_P(StoreConformanceTest, IncompleteUploadsAreListedUntilAborted) {
+  // Two uploads of one key, one a level down, one outside the prefix, and one completed.
+  std::vector<std::pair<std::string, std::string>> left;  // (key, id) of those under "left/"
+  for (const std::string key : {"left/a.bin", "left/a.bin", "left/sub/b.bin", "other/c.bin", "left/done.bin"}) {
+    auto id = conformance::Await(store().CreateMultipartUpload(key), "CreateMultipartUpload");
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    if (key == "left/done.bin") {
+      auto etag = Upload(key, *id, 1, "x");
+      ASSERT_TRUE(etag.ok()) << etag.status().ToString();
+      ASSERT_TRUE(Complete(key, *id, {{1, *etag}}).ok());
+    } else if (key.starts_with("left/")) {
+      left.emplace_back(key, *id);
+    }
+  }
+  std::sort(left.begin(), left.end());
+  auto listed = [&](const std::string& prefix, int page_size) {
+    std::vector<std::pair<std::string, std::string>> out;
+    Result<std::vector<UploadInfo>> uploads = ListUploads(store(), prefix, page_size);
+    EXPECT_TRUE(uploads.ok()) << uploads.status().ToString();
+    for (const UploadInfo& u : uploads.ok() ? *uploads : std::vector<UploadInfo>{}) {
+      EXPECT_FALSE(u.initiated.empty()) << u.key;
+      out.emplace_back(u.key, u.upload_id);
+    }
+    std::sort(out.begin(), out.end());  // uploads of one key come in the store's own order
+    return out;
+  };
+  EXPECT_EQ(listed("left/", 1000), left);
+  EXPECT_EQ(listed("left/", 1), left) << "one upload per page";
+  EXPECT_EQ(listed("left/a", 1000), (std::vector<std::pair<std::string, std::string>>(left.begin(), left.begin() + 2)));
+  EXPECT_EQ(listed("", 1000).size(), left.size() + 1);
+
+  for (const auto& [key, id] : left) ASSERT_TRUE(conformance::Await(store().AbortMultipartUpload(key, id), "Abort").ok());
+  EXPECT_TRUE(listed("left/", 1000).empty());
+  EXPECT_EQ(listed("other/", 1000).size(), 1u);
+}
+
 TEST_P(StoreConformanceTest, MultipartCompleteValidatesTheParts) {
   const std::string key = "multipart-bad/object.bin";
   auto id = conformance::Await(store().CreateMultipartUpload(key), "CreateMultipartUpload");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "store/file/file_list.h"
+#include "store/file/file_uploads.h"
 #include "store/file/file_util.h"
 #include "util/thread_pool.h"
 
@@ -73,6 +74,10 @@ class FileStore final : public ObjectStore {
 
   Future<Status> AbortMultipartUpload(const std::string& key, const std::string& upload_id) override {
     return Run<Status>([this, key, upload_id] { return DoAbortMultipart(key, upload_id); });
+  }
+
+  Future<Result<UploadPage>> ListMultipartUploads(const UploadListRequest& request) override {
+    return Run<Result<UploadPage>>([this, request] { return ListStagedUploads(root_, request); });
   }
 
  private:

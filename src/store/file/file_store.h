@@ -8,7 +8,8 @@
 // (leading, trailing or doubled '/') are rejected with kInvalidArgument, so no key escapes the root.
 // Reserved names, also rejected and never listed: ".s3stream-multipart" (the directory staging the
 // parts of multipart uploads, beside the target: <dir of key>/.s3stream-multipart/<upload id>/) and
-// names starting with ".s3stream-tmp-" (temporary files, renamed into place when complete).
+// names starting with ".s3stream-tmp-" (temporary files, renamed into place when complete). An upload
+// a killed writer left staged is listed by ListMultipartUploads (file_uploads.h) until aborted.
 //
 // ETags are NOT content hashes (an MD5 would mean reading the whole file on every HEAD): they are
 // "<size>-<mtime ns>-<inode>" in hex. An ETag is stable while a file is unchanged and changes on every

@@ -89,6 +89,20 @@ class S3Store final : public ObjectStore {
     return promise.future();
   }
 
+  Future<Result<UploadPage>> ListMultipartUploads(const UploadListRequest& request) override {
+    std::string query = "uploads=&encoding-type=url&max-uploads=" + std::to_string(request.max_uploads) +
+                        "&prefix=" + Encode(request.prefix);
+    if (!request.key_marker.empty()) query += "&key-marker=" + Encode(request.key_marker);
+    if (!request.upload_id_marker.empty()) query += "&upload-id-marker=" + Encode(request.upload_id_marker);
+    Promise<Result<UploadPage>> promise;
+    Run("ListMultipartUploads", "s3://" + bucket_ + "/" + request.prefix + "*", "GET", {bucket_, "", query}, {}, {},
+        [promise](Result<BufferedResponse> r) mutable {
+          if (!r.ok()) return promise.Set(r.status());
+          promise.Set(ParseListMultipartUploads(r->body));
+        });
+    return promise.future();
+  }
+
  private:
   static std::string EtagOf(const BufferedResponse& r) {
     const std::string* etag = FindHeader(r.headers, "ETag");

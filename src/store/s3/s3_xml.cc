@@ -95,6 +95,41 @@ Result<ListPage> ParseListObjectsV2(std::string_view body) {
   return page;
 }
 
+Result<UploadPage> ParseListMultipartUploads(std::string_view body) {
+  pugi::xml_document doc;
+  if (!Load(doc, body)) return Corrupt("ListMultipartUploads response is not XML");
+  pugi::xml_node root = doc.child("ListMultipartUploadsResult");
+  if (!root) return Corrupt("ListMultipartUploads response has no ListMultipartUploadsResult element");
+  const bool url_encoded = Text(root, "EncodingType") == "url";
+  auto decode = [&](std::string s) { return url_encoded ? UrlDecode(s, /*plus_is_space=*/true) : s; };
+
+  UploadPage page;
+  for (pugi::xml_node u : root.children("Upload")) {
+    UploadInfo upload{decode(Text(u, "Key")), Text(u, "UploadId"), Text(u, "Initiated")};
+    // Each is needed: the key and id to abort it, the time to judge its age.
+    const char* missing = upload.key.empty()         ? "Key"
+                          : upload.upload_id.empty() ? "UploadId"
+                          : upload.initiated.empty() ? "Initiated"
+                                                     : nullptr;
+    if (missing) {
+      return Corrupt("ListMultipartUploads response lists an upload" +
+                     (upload.key.empty() ? std::string() : " of " + upload.key.substr(0, 200)) + " without " + missing);
+    }
+    page.uploads.push_back(std::move(upload));
+  }
+  const std::string truncated = Text(root, "IsTruncated");
+  if (truncated != "true" && truncated != "false") {
+    return Corrupt("ListMultipartUploads response has IsTruncated '" + truncated.substr(0, 40) + "', not true or false");
+  }
+  page.truncated = truncated == "true";
+  if (page.truncated) {
+    page.next_key_marker = decode(Text(root, "NextKeyMarker"));
+    page.next_upload_id_marker = Text(root, "NextUploadIdMarker");
+    if (page.next_key_marker.empty()) return Corrupt("ListMultipartUploads response is truncated but has no NextKeyMarker");
+  }
+  return page;
+}
+
 Result<std::string> ParseInitiateMultipartUpload(std::string_view body) {
   pugi::xml_document doc;
   if (!Load(doc, body)) return Corrupt("CreateMultipartUpload response is not XML");

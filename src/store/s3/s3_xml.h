@@ -22,6 +22,11 @@ S3ErrorDocument ParseErrorDocument(std::string_view body);
 // ListObjectsV2 response. Keys are URL-decoded when the response says EncodingType=url.
 Result<ListPage> ParseListObjectsV2(std::string_view body);
 
+// ListMultipartUploads response. Keys and markers are URL-decoded when it says EncodingType=url.
+// Strict: an upload without Key, UploadId or Initiated, an IsTruncated other than true/false, or a
+// truncated page without NextKeyMarker is kCorrupt (the next page could not be asked for).
+Result<UploadPage> ParseListMultipartUploads(std::string_view body);
+
 // InitiateMultipartUploadResult -> UploadId.
 Result<std::string> ParseInitiateMultipartUpload(std::string_view body);
 
