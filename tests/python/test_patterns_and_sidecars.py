@@ -3,10 +3,13 @@ tests/fuzz/python (brace_fuzz.py, sidecar_fuzz.py). No server needed."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from braceexpand import braceexpand
 
 import s3stream
+from s3stream.shard_index import ShardIndex
 from s3stream.urls import MAX_EXPANSION, expand_braces
 
 
@@ -44,3 +47,15 @@ def test_many_groups_expand_without_recursion():
     assert expand_braces("{a,b}" * 3 + "{x}" * 2000) == [c + "x" * 2000 for c in combos]
     assert len(expand_braces("{0..999}{0..999}")) == MAX_EXPANSION
 
+
+def test_a_sidecar_nested_past_the_stack_is_a_value_error():
+    body = b'{"format": "s3stream.shard-index", "version": 1, "offsets": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(ValueError):
+        ShardIndex.from_json("s3://b/x.tar", body)
+
+
+def test_a_valid_sidecar_reads_back():
+    doc = {"format": "s3stream.shard-index", "version": 1, "size": 2048, "etag": "e", "gzip": False,
+           "samples": 2, "offsets": [0, 1024, 2048]}
+    index = ShardIndex.from_json("s3://b/x.tar", json.dumps(doc).encode())
+    assert (index.samples, list(index.offsets)) == (2, [0, 1024, 2048])
