@@ -14,7 +14,9 @@ SOURCE = os.path.join(ROOT, "python", "s3stream")
 
 def import_s3stream():
     installed = importlib.util.find_spec("s3stream")  # finds it without running it
-    others = [p for p in (installed.submodule_search_locations or []) if os.path.realpath(p) != os.path.realpath(SOURCE)]
+    if installed is None:
+        raise SystemExit("the Python fuzz targets need s3stream's native extension: run `make install` first")
+    others = [p for p in installed.submodule_search_locations or [] if os.path.realpath(p) != os.path.realpath(SOURCE)]
     spec = importlib.util.spec_from_file_location(
         "s3stream", os.path.join(SOURCE, "__init__.py"), submodule_search_locations=[SOURCE, *others]
     )
