@@ -74,7 +74,8 @@ void CheckListing(std::string_view body) {
   }
   // An independent reading of the same document, for the fields taken verbatim.
   pugi::xml_document doc;
-  Check(doc.load_buffer(body.data(), body.size()), "a listing that parses is XML");
+  // As the parser reads it: UTF-8 whatever a byte order mark says.
+  Check(doc.load_buffer(body.data(), body.size(), pugi::parse_default, pugi::encoding_utf8), "a listing that parses is XML");
   pugi::xml_node root = doc.child("ListBucketResult");
   size_t i = 0;
   for (pugi::xml_node c : root.children("Contents")) {
