@@ -4,9 +4,9 @@ JOBS ?= $(shell nproc)
 CPP_BUILD := build/cpp
 ASAN_BUILD := build/cpp-asan
 
-.PHONY: test deps install wheel cpp-test cpp-test-asan py-test clean
+.PHONY: test deps install wheel cpp-test cpp-test-asan py-test fuzz fuzz-long clean
 
-test: deps cpp-test cpp-test-asan install wheel py-test
+test: deps cpp-test cpp-test-asan install fuzz wheel py-test
 
 deps:
 	PYTHON=$(PYTHON) ./scripts/install_deps.sh
@@ -38,6 +38,19 @@ cpp-test-asan:
 # S3STREAM_REQUIRE_WHEEL: the wheel test fails, instead of skipping, when `make wheel` made none.
 py-test:
 	cd tests/python && S3STREAM_REQUIRE_WHEEL=1 $(PYTHON) -m pytest -q
+
+# The fuzz targets (tests/fuzz: libFuzzer under clang with ASan + UBSan, atheris for Python), each
+# seeded from tests/fuzz/corpus/<target>; findings in build/fuzz/artifacts/. `make fuzz` is a short
+# run of every target, cheap enough for `make test`; `make fuzz-long FUZZ_SECONDS=600` runs each for
+# that long, FUZZ_JOBS at a time. After `install`: the Python targets need the installed _core.
+FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= 2
+
+fuzz:
+	PYTHON=$(PYTHON) JOBS=$(JOBS) FUZZ_JOBS=1 ./tests/fuzz/run_fuzzers.sh 10 3000
+
+fuzz-long:
+	PYTHON=$(PYTHON) JOBS=$(JOBS) FUZZ_JOBS=$(FUZZ_JOBS) ./tests/fuzz/run_fuzzers.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build dist

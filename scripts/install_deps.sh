@@ -9,6 +9,7 @@ APT_PACKAGES=(
   nginx libnginx-mod-http-lua  # the local S3 stand-in of the benchmarks and `make demo` (time to first byte)
   wrk curl                     # the benchmark's ceiling, and webdataset's pipe:curl shards
   openssl                      # certificates for the TLS tests (tests/python/test_hostile.py)
+  clang libclang-rt-14-dev     # the libFuzzer targets of `make fuzz` (tests/fuzz): clang and its fuzzer runtime
 )
 
 missing=()

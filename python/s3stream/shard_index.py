@@ -71,7 +71,10 @@ class ShardIndex:
     def from_json(uri: str, data: bytes) -> "ShardIndex":
         """Parses a sidecar, which is untrusted input: anything but a sane index for a shard of the
         stated size raises ValueError (the caller then rebuilds the index)."""
-        d = json.loads(bytes(data))
+        try:
+            d = json.loads(bytes(data))
+        except RecursionError:  # nesting deeper than the stack: hostile, and the same ValueError
+            raise ValueError("the sidecar nests too deeply to be an index") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"not a version {VERSION} {FORMAT} document")
         size, samples, raw, gzip = d.get("size"), d.get("samples"), d.get("offsets"), d.get("gzip")

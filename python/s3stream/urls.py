@@ -17,38 +17,93 @@ from .errors import InvalidArgumentError
 
 SHARD_SUFFIXES = (".tar", ".tgz", ".tar.gz")
 
-_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
+# ASCII digits only: int() would also read other scripts' digits ("{٠..٣}"). Used with fullmatch:
+# "$" would also match before a final newline, dropping it.
+_RANGE = re.compile(r"(-?[0-9]+)\.\.(-?[0-9]+)")
+
+# Bounds on what one pattern may ask for, so a typo or a hostile string cannot exhaust memory or the
+# stack: a million shard URIs (or 256 MiB of them) is far beyond any dataset, and shard names do not
+# nest braces deeply.
+MAX_EXPANSION = 1_000_000
+_MAX_CHARS = 1 << 28
+_MAX_NESTING = 32
+_MAX_BOUND_DIGITS = 64
 
 
 def expand_braces(pattern: str) -> List[str]:
-    """``a{0..2}b`` -> ``a0b a1b a2b``; ``{x,y}`` alternatives; zero padding follows the bounds."""
-    start = pattern.find("{")
-    if start < 0:
-        if "}" in pattern:
-            raise InvalidArgumentError(f"unbalanced '}}' in {pattern!r}")
-        return [pattern]
-    depth, end = 0, -1
-    for i in range(start, len(pattern)):
-        if pattern[i] == "{":
+    """``a{0..2}b`` -> ``a0b a1b a2b``; ``{x,y}`` alternatives; zero padding follows the bounds as
+    in bash and braceexpand (``{00..10}`` pads, ``{0..10}`` does not). More than MAX_EXPANSION
+    results, or unbalanced braces, raise InvalidArgumentError."""
+    return _expand(pattern, pattern, 0)
+
+
+def _expand(pattern: str, whole: str, depth: int) -> List[str]:
+    if depth > _MAX_NESTING:
+        raise InvalidArgumentError(f"braces nested more than {_MAX_NESTING} deep in {whole[:200]!r}")
+    # Left to right, one brace group at a time (a loop, not recursion, however many groups there are).
+    results, rest = [""], pattern
+    while True:
+        start = rest.find("{")
+        head = rest if start < 0 else rest[:start]
+        if "}" in head:
+            raise InvalidArgumentError(f"unbalanced '}}' in {whole[:200]!r}")
+        if start < 0:
+            return _product(results, head, [""], whole)
+        end = _closing(rest, start)
+        if end < 0:
+            raise InvalidArgumentError(f"unbalanced '{{' in {whole[:200]!r}")
+        results = _product(results, head, _choices(rest[start + 1 : end], whole, depth), whole)
+        rest = rest[end + 1 :]
+
+
+def _product(results: List[str], head: str, choices: List[str], whole: str) -> List[str]:
+    """Every result followed by `head` and each choice, once its size is known to be within bounds."""
+    chars = len(choices) * (sum(map(len, results)) + len(results) * len(head)) + len(results) * sum(map(len, choices))
+    _check_size(len(results) * len(choices), chars, whole)
+    return [r + head + c for r in results for c in choices]
+
+
+def _check_size(count: int, chars: int, whole: str) -> None:
+    if count > MAX_EXPANSION or chars > _MAX_CHARS:
+        raise InvalidArgumentError(
+            f"{whole[:200]!r} expands to more than {MAX_EXPANSION} names or {_MAX_CHARS >> 20} MiB of them"
+        )
+
+
+def _closing(s: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(s)):
+        if s[i] == "{":
             depth += 1
-        elif pattern[i] == "}":
+        elif s[i] == "}":
             depth -= 1
             if depth == 0:
-                end = i
-                break
-    if end < 0:
-        raise InvalidArgumentError(f"unbalanced '{{' in {pattern!r}")
-    body, head, tail = pattern[start + 1 : end], pattern[:start], pattern[end + 1 :]
-    m = _RANGE.match(body)
+                return i
+    return -1
+
+
+def _choices(body: str, whole: str, depth: int) -> List[str]:
+    m = _RANGE.fullmatch(body)
     if m:
-        lo, hi = int(m.group(1)), int(m.group(2))
-        width = max(len(m.group(1)), len(m.group(2))) if m.group(1).startswith("0") or m.group(2).startswith("0") else 0
+        a, b = m.group(1), m.group(2)
+        if max(len(a), len(b)) > _MAX_BOUND_DIGITS:
+            raise InvalidArgumentError(f"a range bound in {whole[:200]!r} has more than {_MAX_BOUND_DIGITS} digits")
+        lo, hi = int(a), int(b)
+        _check_size(abs(hi - lo) + 1, 0, whole)
+        # A bound written with a leading zero ("007", "-01"; not "0" itself) pads every number to
+        # the longer bound's width.
+        padded = any(s.lstrip("-").startswith("0") and s.lstrip("-") != "0" for s in (a, b))
+        width = max(len(a), len(b)) if padded else 0
         step = 1 if hi >= lo else -1
-        choices = [str(v).zfill(width) for v in range(lo, hi + step, step)]
-    else:
-        choices = _split_top_level(body)
-    tails = expand_braces(tail)
-    return [head + middle + end for choice in choices for middle in expand_braces(choice) for end in tails]
+        return [str(v).zfill(width) for v in range(lo, hi + step, step)]
+    choices: List[str] = []
+    chars = 0
+    for part in _split_top_level(body):
+        more = _expand(part, whole, depth + 1)
+        chars += sum(map(len, more))
+        choices.extend(more)
+        _check_size(len(choices), chars, whole)
+    return choices
 
 
 def _split_top_level(body: str) -> List[str]:
@@ -108,4 +163,4 @@ def store_root(uri: str) -> str:
     return "file:///"
 
 
-__all__ = ["expand_braces", "is_shard", "shard_uris", "store_root", "SHARD_SUFFIXES"]
+__all__ = ["MAX_EXPANSION", "expand_braces", "is_shard", "shard_uris", "store_root", "SHARD_SUFFIXES"]

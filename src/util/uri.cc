@@ -1,5 +1,6 @@
 #include "s3stream/uri.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <system_error>
@@ -65,7 +66,9 @@ Result<ObjectUri> LocalFile(std::string_view uri, std::string_view path) {
   std::string normal = p.lexically_normal().string();
   ObjectUri out;
   out.scheme = "file";
-  out.key = normal.substr(1);  // drop the leading '/': the store root is "/"
+  // Drop every leading '/': the store root is "/". lexically_normal keeps a leading "//" (POSIX
+  // lets it mean something else; on Linux it is "/"), which would leave a key the store refuses.
+  out.key = normal.substr(std::min(normal.size(), normal.find_first_not_of('/')));
   return out;
 }
 

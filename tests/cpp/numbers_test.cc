@@ -35,6 +35,13 @@ TEST(ContentRange, IsParsedStrictly) {
   }
 }
 
+TEST(HttpDate, BecomesIso8601WithFourDigitYears) {
+  EXPECT_EQ(HttpDateToIso8601("Sun, 06 Nov 1994 08:49:37 GMT"), "1994-11-06T08:49:37.000Z");
+  // Found by numbers_fuzz: strftime's %Y wrote this year as "997".
+  EXPECT_EQ(HttpDateToIso8601("Sun, 06 Nov 0997 08:49:37 GMT"), "0997-11-06T08:49:37.000Z");
+  EXPECT_EQ(HttpDateToIso8601("yesterday"), "yesterday");
+}
+
 TEST(Memory, AnImpossibleBlockIsRefusedNotThrown) {
   size_t block_size = 0;
   EXPECT_EQ(AcquireBlock(kMaxBlock + 1, &block_size), nullptr);

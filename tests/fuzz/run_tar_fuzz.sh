@@ -15,7 +15,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_
   -DS3STREAM_BUILD_FUZZERS=ON -DS3STREAM_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" --target tar_fuzz
 
-corpus="$build/corpus"
+corpus="$build/corpus/tar_fuzz"
 seeds="$build/seeds"
 mkdir -p "$corpus" "$build/artifacts"
 rm -rf "$seeds" && mkdir -p "$seeds/src/d"

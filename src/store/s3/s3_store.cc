@@ -1,5 +1,6 @@
 #include "store/s3/s3_store.h"
 
+#include <cstdio>
 #include <ctime>
 
 #include "util/numbers.h"
@@ -177,8 +178,10 @@ bool ParseContentRange(std::string_view value, uint64_t* first, uint64_t* last, 
 std::string HttpDateToIso8601(const std::string& http_date) {
   std::tm tm{};
   if (!strptime(http_date.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) return http_date;
-  char out[32];
-  std::strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+  // Four-digit years always: strftime's %Y writes the year 997 as "997", which is not ISO 8601.
+  char out[80];  // room for any int in every field: no truncation to reason about
+  std::snprintf(out, sizeof(out), "%04d-%02d-%02dT%02d:%02d:%02d.000Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec);
   return out;
 }
 
