@@ -28,9 +28,24 @@ from moto_server import MotoServer  # noqa: E402
 DEFAULT_TEST_TIMEOUT_S = 300
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--soak", action="store_true", help="run the soak tests (test_soak.py, ~25 min) too")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "timeout_s(seconds): wall-clock limit for one test")
     config.addinivalue_line("markers", "slow: moves a lot of data (100 MB objects, thousands of keys)")
+    config.addinivalue_line("markers", "soak: long runs under faults; only with --soak (`make soak`)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Soak tests are opt-in: without --soak they are left out of the run (not shown as skipped)."""
+    if config.getoption("--soak"):
+        return
+    kept = [item for item in items if item.get_closest_marker("soak") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)

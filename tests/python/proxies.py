@@ -12,12 +12,15 @@ forward each request, byte for byte, over a kept-alive upstream connection of th
         assert rule.injected == 1 and proxy.passed > 0
 
 Faults (each a function returning a Fault):
-    reset_mid_body(fraction=0.5)      status line, headers and `fraction` of the body, then a TCP RST
+    reset_mid_body(fraction=0.5, linger_s=0.1)  status line, headers and `fraction` of the body, then
+                                     (after linger_s, for the client to read them) a TCP RST
     status(503, "SlowDown")          an S3 XML error response instead of forwarding (connection kept)
     stall(seconds=30, fraction=0.5)  headers and `fraction` of the body, then silence for `seconds`
                                      (or until the client hangs up), then a TCP RST
     reset_before_response(forward=False)  read the request (optionally forward it and drop the
                                      answer), then a TCP RST without a byte of response
+
+`record=False` (either proxy) counts requests without keeping them: for soaks of millions.
 
 `inject(..., hook=fn)` calls fn(request) when the fault fires, before the connection is cut, so a
 test can change the world (e.g. replace the object) between a failed attempt and its retry.
@@ -254,8 +257,8 @@ class Fault:
         return self.kind
 
 
-def reset_mid_body(fraction: float = 0.5) -> Fault:
-    return Fault("reset_mid_body", fraction=fraction)
+def reset_mid_body(fraction: float = 0.5, linger_s: float = 0.1) -> Fault:
+    return Fault("reset_mid_body", fraction=fraction, seconds=linger_s)
 
 
 def status(code: int, s3_code: str, message: str | None = None) -> Fault:
@@ -290,12 +293,13 @@ class FaultRule:
 class _Proxy:
     """The forwarding machinery shared by both proxies."""
 
-    def __init__(self, upstream_url: str, keep_bodies: bool = True) -> None:
+    def __init__(self, upstream_url: str, keep_bodies: bool = True, record: bool = True) -> None:
         u = urlsplit(upstream_url)
         if u.scheme != "http" or not u.hostname:
             raise ValueError(f"upstream must be an http:// URL, got {upstream_url!r}")
         self.upstream = (u.hostname, u.port or 80)
         self.keep_bodies = keep_bodies
+        self.record = record  # False: requests are counted, not kept (a soak sends millions)
         self.requests: list[RecordedRequest] = []
         self.passed = 0  # requests forwarded and answered without interference
         self.errors: list[str] = []  # proxy-side trouble (upstream unreachable, bad framing)
@@ -395,8 +399,9 @@ class _Proxy:
                     body_length=len(body),
                     chunked=chunked,
                 )
-                with self._lock:
-                    self.requests.append(req)
+                if self.record:
+                    with self._lock:
+                        self.requests.append(req)
                 client_wants_close = _has_token(headers, "Connection", "close") or version == "HTTP/1.0"
                 keep = self._handle(client, up, req, head + raw_body)
                 if not keep or client_wants_close:
@@ -558,8 +563,8 @@ class RecordingProxy(_Proxy):
 class FaultProxy(_Proxy):
     """Forwards requests, except those matched by an injected rule, which get that rule's fault."""
 
-    def __init__(self, upstream_url: str, keep_bodies: bool = False) -> None:
-        super().__init__(upstream_url, keep_bodies=keep_bodies)
+    def __init__(self, upstream_url: str, keep_bodies: bool = False, record: bool = True) -> None:
+        super().__init__(upstream_url, keep_bodies=keep_bodies, record=record)
         self.rules: list[FaultRule] = []
 
     def inject(
@@ -599,7 +604,8 @@ class FaultProxy(_Proxy):
                     hit = False
                 if hit:
                     rule.injected += 1
-                    rule.requests.append(req)
+                    if self.record:
+                        rule.requests.append(req)
                     req.fault = rule.fault.name
                     return rule
         return None
@@ -661,7 +667,7 @@ class FaultProxy(_Proxy):
         if f.kind == "reset_mid_body":
             # Give the client a moment to take in what was sent: a RST discards data still queued,
             # and the point of this fault is a transfer broken off after part of the body arrived.
-            self._stop.wait(0.1)
+            self._stop.wait(f.seconds)
         if f.kind == "stall":
             deadline = time.monotonic() + f.seconds
             while not self._stop.is_set():
