@@ -3,8 +3,9 @@ PYTHON ?= python3
 JOBS ?= $(shell nproc)
 CPP_BUILD := build/cpp
 ASAN_BUILD := build/cpp-asan
+TSAN_BUILD := build/cpp-tsan
 
-.PHONY: test deps install wheel cpp-test cpp-test-asan py-test clean
+.PHONY: test deps install wheel cpp-test cpp-test-asan cpp-test-tsan py-test clean
 
 test: deps cpp-test cpp-test-asan install wheel py-test
 
@@ -34,6 +35,13 @@ cpp-test-asan:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DS3STREAM_BUILD_TESTS=ON -DS3STREAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+# The same tests, the moto ones included, under ThreadSanitizer. The test environment (set by
+# tests/cpp/CMakeLists.txt) gives TSAN_OPTIONS with tests/cpp/tsan.supp and halt_on_error=1.
+cpp-test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DS3STREAM_BUILD_TESTS=ON -DS3STREAM_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
 
 # S3STREAM_REQUIRE_WHEEL: the wheel test fails, instead of skipping, when `make wheel` made none.
 py-test:
