@@ -118,8 +118,11 @@ class CurlLoop {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
+      // Under the lock: once the loop thread sees stopping_ it leaves and curl_multi_cleanup frees
+      // multi_ and closes its wakeup socket (whose descriptor another thread may then reuse); held
+      // here, the loop cannot see stopping_ before this wakeup is done with them.
+      curl_multi_wakeup(multi_);
     }
-    curl_multi_wakeup(multi_);
     if (std::this_thread::get_id() == thread_.get_id()) {
       thread_.detach();
     } else {
