@@ -15,7 +15,7 @@ at least 80% of its fault-free rate; the loader's memory (the proportional set s
 process and its DataLoader workers, after each epoch) must stay flat across the faulted epochs.
 The empty loop's rate under faults is reported, not asserted: there every retry's wait shows.
 
-Sizes: S3STREAM_SOAK_SAMPLES (default 100,000 objects; shards hold 98 x 1024 samples) and
+Sizes: S3STREAM_SOAK_SAMPLES (default 100,000 objects; the shards hold 97 x 1,024 = 99,328 samples) and
 S3STREAM_SOAK_EPOCHS (20). S3STREAM_SOAK_REPORT=FILE writes the figures as JSON.
 """
 
