@@ -33,6 +33,11 @@ struct ClientConfig {
   // this is what detects a stalled connection.
   long low_speed_limit = 1024;
   double low_speed_time_s = 20.0;
+  // A GET (or HEAD) that receives nothing, first byte included, for stall_timeout_s is dropped and
+  // retried at once on a new connection. Unlike low_speed_time_s (whole seconds, as libcurl checks
+  // it) it may be a fraction of a second: for small objects a stall then costs that, not 1-2 s.
+  // 0: off.
+  double stall_timeout_s = 0;
   double retry_base_delay_s = 0.05;  // full-jitter backoff: uniform(0, min(max, base * 2^attempt))
   double retry_max_delay_s = 5.0;
   // One request's whole time, its retries included (a GET resumed after a reset counts as one):

@@ -128,6 +128,7 @@ void InitClient(nb::module_& m) {
       .def_rw("connect_timeout_s", &ClientConfig::connect_timeout_s)
       .def_rw("low_speed_limit", &ClientConfig::low_speed_limit)
       .def_rw("low_speed_time_s", &ClientConfig::low_speed_time_s)
+      .def_rw("stall_timeout_s", &ClientConfig::stall_timeout_s)
       .def_rw("retry_base_delay_s", &ClientConfig::retry_base_delay_s)
       .def_rw("retry_max_delay_s", &ClientConfig::retry_max_delay_s)
       .def_rw("verify_tls", &ClientConfig::verify_tls)

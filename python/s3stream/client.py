@@ -50,6 +50,7 @@ SETTINGS = {
     "max_inflight": "max_inflight",
     "connect_timeout": "connect_timeout_s",
     "low_speed_time": "low_speed_time_s",
+    "stall_timeout": "stall_timeout_s",
     "retry_base_delay": "retry_base_delay_s",
     "verify_tls": "verify_tls",
     "ca_bundle": "ca_bundle",
@@ -76,6 +77,10 @@ class Client:
         max_inflight: requests in flight at once (= connections).
         connect_timeout, low_speed_time: seconds; a transfer slower than 1 KiB/s for
             ``low_speed_time`` is treated as stalled and retried.
+        stall_timeout: seconds; a GET that receives nothing for this long (first byte included) is
+            dropped and retried at once on a new connection. May be a fraction of a second (a
+            few times the store's usual time to first byte), where ``low_speed_time`` counts whole
+            seconds: then a stalled small object costs that, not 1-2 s. Default 0: off.
         retry_base_delay: seconds, the backoff's base.
         verify_tls, ca_bundle: TLS certificate checks and the CA bundle to check against.
         max_get_bytes: the largest object :meth:`get` / :meth:`get_many` hold in memory (default:
@@ -108,6 +113,7 @@ class Client:
         max_inflight: Optional[int] = None,
         connect_timeout: Optional[float] = None,
         low_speed_time: Optional[float] = None,
+        stall_timeout: Optional[float] = None,
         retry_base_delay: Optional[float] = None,
         verify_tls: Optional[bool] = None,
         ca_bundle: Optional[str] = None,

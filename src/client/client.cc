@@ -40,6 +40,7 @@ Result<std::shared_ptr<Client>> Client::Create(const ClientConfig& config, const
   curl.connect_timeout_s = resolved.options.connect_timeout_s;
   curl.low_speed_limit = resolved.options.low_speed_limit;
   curl.low_speed_time_s = resolved.options.low_speed_time_s;
+  curl.stall_timeout_s = resolved.options.stall_timeout_s;
   curl.verify_tls = resolved.options.verify_tls;
   curl.ca_bundle = resolved.options.ca_bundle.value_or("");
   std::shared_ptr<internal::Transport> transport = internal::MakeCurlTransport(curl);

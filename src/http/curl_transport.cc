@@ -36,6 +36,11 @@ struct Transfer {
   HttpHeaders response_headers;
   bool headers_delivered = false;
   bool aborted_by_handler = false;
+  // Stall detection below libcurl's whole-second low-speed check (CurlOptions::stall_timeout_s).
+  Clock::duration stall_after{};  // zero: off for this transfer
+  Clock::time_point last_progress{};
+  curl_off_t received = 0;
+  bool stalled = false;
   std::string handler_threw;  // what a handler's exception said (it never crosses into libcurl)
   char error[CURL_ERROR_SIZE] = {0};
 };
@@ -193,6 +198,9 @@ class CurlLoop {
       for (auto& fn : due) RunSafely("a timer", fn);
       for (auto& transfer : incoming) Start(std::move(transfer));
       if (!due.empty() || !incoming.empty()) wait_ms = 0;
+      if (options_.stall_timeout_s > 0 && !active_.empty()) {  // OnProgress must look in time
+        wait_ms = std::min(wait_ms, std::clamp(static_cast<int>(options_.stall_timeout_s * 250), 10, 250));
+      }
 
       int running = 0;
       curl_multi_perform(multi_, &running);
@@ -213,6 +221,11 @@ class CurlLoop {
     transfer->easy = easy;
     Transfer* t = transfer.get();
     const HttpRequest& req = t->request;
+    t->last_progress = Clock::now();
+    // Reads only: after an upload the server may rightly be silent while it stores the part.
+    if (options_.stall_timeout_s > 0 && (req.method == "GET" || req.method == "HEAD")) {
+      t->stall_after = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.stall_timeout_s));
+    }
 
     curl_easy_setopt(easy, CURLOPT_URL, req.url.c_str());
     // Keys are opaque: "a/../b" is a key, not a path to resolve. Without this libcurl would send
@@ -271,6 +284,7 @@ class CurlLoop {
 
   static size_t OnHeaderLine(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
+    t->last_progress = Clock::now();
     std::string_view line(data, size * n);
     if (line.starts_with("HTTP/")) {
       // A new response (possibly after an interim 1xx): start over.
@@ -307,8 +321,20 @@ class CurlLoop {
     return len;
   }
 
-  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  // Called on every pass of the loop over a running transfer (the loop passes at least every
+  // quarter stall_timeout while one is set), also when nothing arrived.
+  static int OnProgress(void* user, curl_off_t, curl_off_t received, curl_off_t, curl_off_t) {
     auto* t = static_cast<Transfer*>(user);
+    if (t->stall_after.count() > 0) {
+      auto now = Clock::now();
+      if (received != t->received) {
+        t->received = received;
+        t->last_progress = now;
+      } else if (now - t->last_progress > t->stall_after) {
+        t->stalled = true;
+        return 1;
+      }
+    }
     return Guarded(*t, [&] { return t->handler->Wanted(); }) ? 0 : 1;  // non-zero aborts
   }
 
@@ -336,6 +362,11 @@ class CurlLoop {
         status = Internal("the response handler failed: " + transfer->handler_threw);
       } else if (transfer->aborted_by_handler) {
         status = Cancelled("aborted by the response handler");
+      } else if (transfer->stalled) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", options_.stall_timeout_s);
+        status = Unavailable(std::string("nothing received for ") + seconds +
+                             " s (stall_timeout): the connection was dropped");
       } else if (code != CURLE_OK) {
         std::string detail = transfer->error[0] ? transfer->error : curl_easy_strerror(code);
         status = IsTlsTrustFailure(code)

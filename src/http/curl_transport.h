@@ -22,6 +22,7 @@ struct CurlOptions {
   double connect_timeout_s = 10.0;
   long low_speed_limit = 1024;
   double low_speed_time_s = 20.0;
+  double stall_timeout_s = 0;  // GET/HEAD receiving nothing this long is dropped (0: off)
   bool verify_tls = true;
   std::string ca_bundle;
 };

@@ -372,6 +372,7 @@ TEST_F(ConfigTest, OptionValidation) {
   expect_invalid([](ClientConfig& c) { c.max_inflight = 0; }, "max_inflight");
   expect_invalid([](ClientConfig& c) { c.connect_timeout_s = 0; }, "connect_timeout_s");
   expect_invalid([](ClientConfig& c) { c.low_speed_time_s = -1; }, "low_speed_time_s");
+  expect_invalid([](ClientConfig& c) { c.stall_timeout_s = -0.5; }, "stall_timeout_s");
   expect_invalid([](ClientConfig& c) { c.low_speed_limit = -1; }, "low_speed_limit");
   expect_invalid([](ClientConfig& c) { c.retry_base_delay_s = -0.1; }, "retry_base_delay_s");
   expect_invalid([](ClientConfig& c) { c.retry_max_delay_s = 0.01; }, "retry_max_delay_s");

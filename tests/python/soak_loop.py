@@ -118,8 +118,9 @@ def main() -> int:
     args = p.parse_args()
 
     # A store that fails often: more attempts (a sample lost to 5 failed tries in a row would fail
-    # the run, correctly), and a stall noticed after 1 s rather than 20.
-    client = s3stream.Client(endpoint_url=args.endpoint, max_attempts=10, low_speed_time=1)
+    # the run, correctly), a silent GET dropped after 0.25 s (stall_timeout) and a trickling one
+    # after 1 s rather than 20.
+    client = s3stream.Client(endpoint_url=args.endpoint, max_attempts=10, low_speed_time=1, stall_timeout=0.25)
     loader = make_loader(args, client)
     expected = args.samples if args.kind == "map" else args.samples // BATCH * BATCH
     for epoch in range(args.epochs):

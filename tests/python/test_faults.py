@@ -307,3 +307,35 @@ def test_object_changed_during_open_rb(proxy, boto3_client, bucket, source):
     assert uri in str(excinfo.value)
     assert rule.injected == 1
     assert data.startswith(bytes(got)), "bytes of the new version were mixed into the old one"
+
+
+# --- stall_timeout: a stall cut short of libcurl's whole seconds -----------------------------------------
+
+
+def test_stall_timeout_drops_a_stalled_get_in_a_fraction_of_a_second(proxy, boto3_client, bucket):
+    """Small objects: a GET stalled mid-body costs stall_timeout, then a retry on a new connection,
+    where low_speed_time (whole seconds, as libcurl checks it) would cost 1-2 s."""
+    items = {f"o{i}": random_bytes(700, seed=i) for i in range(64)}
+    put_many(boto3_client, bucket, items)
+    rule = proxy.inject(stall(seconds=STALL), match=lambda r: r.method == "GET", count=3)
+    c = s3stream.Client(endpoint_url=proxy.url, stall_timeout=0.2, low_speed_time=20, retry_base_delay=0.01)
+    t0 = time.monotonic()
+    got = c.get_many([s3_uri(bucket, k) for k in items])
+    elapsed = time.monotonic() - t0
+    assert [bytes(b) for b in got] == list(items.values())
+    assert rule.injected == 3
+    assert elapsed < 0.9, f"took {elapsed:.2f} s: the stalls were not cut at stall_timeout"
+    _settle(rule, "stall")
+
+
+def test_stall_timeout_leaves_a_slow_but_moving_get_alone(proxy, source):
+    """Only silence counts: a large object arriving steadily is never cut, however long it takes."""
+    uri, data = source
+    c = s3stream.Client(endpoint_url=proxy.url, stall_timeout=0.2)
+    assert _sha(c.get(uri)) == _sha(data)
+    assert len(proxy.requests) > 0 and all(r.fault is None for r in proxy.requests)
+
+
+def test_a_stall_timeout_that_is_not_a_number_of_seconds_is_refused():
+    with pytest.raises(s3stream.InvalidArgumentError, match="stall_timeout"):
+        s3stream.Client(endpoint_url="http://127.0.0.1:1", stall_timeout=-1)

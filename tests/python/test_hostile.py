@@ -295,6 +295,27 @@ def test_ctrl_c_interrupts_a_blocked_call_within_a_second(call):
     assert took < 1.5, f"{call}: {took:.2f} s from Ctrl-C to KeyboardInterrupt"
 
 
+def test_stall_timeout_ends_a_wait_for_the_first_byte():
+    """A server that takes a request and says nothing: with stall_timeout the GET is dropped after
+    it and retried, and the second try's answer is the one returned."""
+    import time
+
+    answered = {"n": 0}
+
+    def handler(req):
+        answered["n"] += 1
+        if answered["n"] == 1:
+            time.sleep(5)  # no status line, no header, nothing
+        return response(200, b"the object", {"ETag": '"e"'})
+
+    with HostileServer(handler) as url:
+        client = client_for(url, stall_timeout=0.3, low_speed_time=20, max_attempts=3)
+        t0 = time.monotonic()
+        assert bytes(client.get("s3://bucket/k")) == b"the object"
+        assert time.monotonic() - t0 < 2
+    assert answered["n"] == 2
+
+
 def test_request_timeout_bounds_a_trickling_server():
     """One byte every 0.4 s keeps a transfer clear of the stall detector for long; the deadline
     ends it (retries included) and says which setting to raise."""

@@ -282,6 +282,9 @@ Status ValidateOptions(const ClientConfig& c) {
   if (c.max_inflight < 1) return bad("max_inflight must be >= 1", c.max_inflight);
   if (!(c.connect_timeout_s > 0)) return bad("connect_timeout_s must be > 0", c.connect_timeout_s);
   if (!(c.low_speed_time_s > 0)) return bad("low_speed_time_s must be > 0", c.low_speed_time_s);
+  if (!(c.stall_timeout_s >= 0) || c.stall_timeout_s > 86400) {
+    return bad("stall_timeout_s must be 0 (off) or a number of seconds up to a day", c.stall_timeout_s);
+  }
   if (c.low_speed_limit < 0) return bad("low_speed_limit must be >= 0 bytes/s", c.low_speed_limit);
   if (!(c.retry_base_delay_s >= 0)) return bad("retry_base_delay_s must be >= 0", c.retry_base_delay_s);
   if (!(c.request_timeout_s >= 0)) return bad("request_timeout_s must be >= 0 (0: no limit)", c.request_timeout_s);
