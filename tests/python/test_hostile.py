@@ -275,7 +275,10 @@ def test_ctrl_c_interrupts_a_blocked_call_within_a_second(call):
     with HostileServer(stalled) as url:
         # The child notes when KeyboardInterrupt reached it: the time to exit after that (an
         # interpreter with torch loaded, on a busy machine) is not what is measured.
-        code = (f"import sys, time, s3stream\nclient = s3stream.Client(endpoint_url={url!r})\n{SETUP.get(call, '')}\n"
+        # SIGINT gets Python's own handler whatever the child inherits: a shell that runs the
+        # suite in the background (nohup, `&`) passes SIGINT on as ignored, and Python keeps it so.
+        code = (f"import signal, sys, time, s3stream\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                f"client = s3stream.Client(endpoint_url={url!r})\n{SETUP.get(call, '')}\n"
                 f"import faulthandler; faulthandler.dump_traceback_later(8, exit=True)\n"  # a hang shows where
                 f"print('ready', flush=True)\ntry:\n    {INTERRUPTIBLE[call]}\nexcept KeyboardInterrupt:\n"
                 f"    print('interrupted at', time.monotonic(), file=sys.stderr, flush=True)\n    raise\n")
