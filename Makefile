@@ -67,7 +67,7 @@ fuzz-long:
 clean:
 	rm -rf build dist
 
-# The soak (tests/python/test_soak.py, ~25 min): 100k samples an epoch through a MapDataset and a
+# The soak (tests/python/test_soak.py, ~20 min): 100k samples an epoch through a MapDataset and a
 # ShardDataset for 20 epochs under injected faults; nothing lost or repeated, pace and memory held.
 # Sizes: S3STREAM_SOAK_SAMPLES, S3STREAM_SOAK_EPOCHS; figures as JSON: S3STREAM_SOAK_REPORT=prefix.
 .PHONY: soak

@@ -29,7 +29,7 @@ DEFAULT_TEST_TIMEOUT_S = 300
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--soak", action="store_true", help="run the soak tests (test_soak.py, ~25 min) too")
+    parser.addoption("--soak", action="store_true", help="run the soak tests (test_soak.py, ~20 min) too")
 
 
 def pytest_configure(config: pytest.Config) -> None:

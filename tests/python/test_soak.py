@@ -1,5 +1,5 @@
 """Soak: 100k samples an epoch through a MapDataset and a ShardDataset, 20 epochs, under a mix of
-faults, against a fault-free run of the same loader. Opt-in (`make soak`, or pytest --soak): ~25 min.
+faults, against a fault-free run of the same loader. Opt-in (`make soak`, or pytest --soak): ~20 min.
 
 The server is the benchmark's S3 stand-in (nginx serving a directory: moto cannot serve 100k GETs
 an epoch in useful time) behind the test FaultProxy, which breaks a share of the GETs:
