@@ -90,6 +90,19 @@ def aws_env():
     shutil.rmtree(empty, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def index_cache_env():
+    """ShardDataset keeps the indexes it builds in a local cache by default: the session's own
+    directory (child processes, torchrun ranks included, inherit it), never the developer's
+    ~/.cache. Tests that look into the cache pass index_cache_dir themselves."""
+    directory = tempfile.mkdtemp(prefix="s3stream-index-cache-")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("S3STREAM_CACHE_DIR", directory)
+    yield directory
+    mp.undo()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 # --- the server ---------------------------------------------------------------------------------------
 
 
