@@ -34,12 +34,16 @@ def _index(client: Client, args: argparse.Namespace) -> None:
     from .urls import shard_uris
 
     uris = shard_uris(args.urls, client)
-    indexes, report = load_indexes(uris, client, write=not args.no_write, missing=args.missing,
+    # Sidecars beside the shards, for every machine: the one place s3stream writes them unasked.
+    indexes, report = load_indexes(uris, client, write="none" if args.no_write else "beside", missing=args.missing,
                                    local_cache=args.cache_dir, parallelism=args.parallelism)
     samples = sum(i.samples for i in indexes.values())
+    built_beside = report.written_beside - report.copied_beside
     print(f"{len(indexes)} shards, {samples} samples: {report.built} indexed now "
-          f"({report.written_beside} written beside their shards, {report.written_to_cache} to the local cache), "
-          f"{report.reused} already indexed" + (f", {len(report.missing)} missing" if report.missing else ""))
+          f"({built_beside} written beside their shards, {report.written_to_cache} to the local cache), "
+          f"{report.reused} already indexed"
+          + (f" ({report.copied_beside} copied beside their shards from the local cache)" if report.copied_beside else "")
+          + (f", {len(report.missing)} missing" if report.missing else ""))
     for uri in report.missing:
         print(f"missing: {uri}", file=sys.stderr)
 
@@ -68,11 +72,15 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("uri")
     ls.add_argument("-r", "--recursive", action="store_true")
     index = sub.add_parser("index", parents=[connection],
-                           help="build the sample index of tar shards (one streaming pass, all in parallel)")
+                           help="build the sample indexes of tar shards (one streaming pass, all in parallel) and "
+                                "write them beside the shards (.idx.json sidecars) for every machine")
     index.add_argument("urls", nargs="+", help="shard URIs, brace patterns ({000000..000127}) or prefixes")
-    index.add_argument("--no-write", action="store_true", help="build and check only; write no sidecars")
+    index.add_argument("--no-write", action="store_true",
+                       help="build and check only; write no sidecars and nothing to the local cache")
     index.add_argument("--missing", choices=("error", "skip"), default="error", help="what a missing shard does")
-    index.add_argument("--cache-dir", default=None, help="where indexes go when the bucket is read-only")
+    index.add_argument("--cache-dir", default=None,
+                       help="the local cache: read, and where indexes go when a sidecar cannot be written "
+                            "(default: $S3STREAM_CACHE_DIR or ~/.cache/s3stream/index)")
     index.add_argument("--parallelism", type=_positive, default=16, help="shards indexed at once (default 16)")
     uploads = sub.add_parser("uploads", parents=[connection],
                              help="list incomplete multipart uploads under a prefix; --abort aborts them",

@@ -12,6 +12,7 @@ import hashlib
 import multiprocessing
 import multiprocessing.context
 import os
+import shlex
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -23,7 +24,7 @@ from .client import Client, default_client, release_at_exit
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
 from .resume import REMAINDERS, check_state, samples_per_rank
-from .shard_index import ShardIndex, load_indexes
+from .shard_index import ShardIndex, cache_dir, load_indexes
 from .urls import shard_uris
 
 MiB = 1 << 20
@@ -32,6 +33,16 @@ MIN_PIECE = 64 << 10  # smaller pieces would mean a request per few samples
 
 # Slots of the shared array through which set_epoch / load_state_dict reach persistent workers.
 _EPOCH, _RESUME_EPOCH, _RESUME_START = range(3)
+
+
+def _keep_hint(urls: Union[str, Sequence[str]], client: Client, kept: int, directory: str) -> str:
+    """One line: the indexes just built stay on this machine, and how to store them for all."""
+    given = [urls] if isinstance(urls, str) else list(urls)
+    args = [shlex.quote(u) for u in given[:3]] + (["..."] if len(given) > 3 else [])
+    endpoint = client._options.get("endpoint_url")
+    command = " ".join(["s3stream"] + (["--endpoint-url", shlex.quote(endpoint)] if endpoint else []) + ["index"] + args)
+    return (f"s3stream: kept {kept} new shard indexes in this machine's cache ({directory}), not beside the shards; "
+            f"to store them there for every machine, run `{command}` or pass write_index=True")
 
 
 class ShardDataset(torch.utils.data.IterableDataset):
@@ -57,7 +68,18 @@ class ShardDataset(torch.utils.data.IterableDataset):
             (more workers each need less ahead, and every byte ahead is memory a fresh worker must
             fault in).
         missing: ``"error"`` (default) for a missing shard, or ``"skip"`` it (see ``skipped_shards``).
-        build_index, write_index, index_cache_dir: see :mod:`s3stream.shard_index`.
+        build_index: build the indexes that shards lack (default), or raise InvalidArgumentError
+            naming the ``s3stream index`` command that builds them.
+        write_index: where an index built now is kept. By default (None) and with False, in the
+            local cache only: the dataset's bucket is read, never written. When the default has built
+            indexes, one line on stderr says how to store them for every machine instead. True
+            writes a sidecar beside each shard (``train-000000.tar.idx.json``) that every machine
+            then reads; a sidecar that cannot be written (refused, not implemented, a lost
+            connection) leaves that index in the local cache, with one warning, and never fails the
+            dataset. Existing sidecars are read either way. ``s3stream index URL`` writes them ahead.
+        index_cache_dir: the local cache (default: ``$S3STREAM_CACHE_DIR`` or
+            ``~/.cache/s3stream/index``). Its entries record the shard's ETag and size: a changed
+            shard is indexed again. See :mod:`s3stream.shard_index`.
     """
 
     def __init__(
@@ -79,7 +101,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         piece_size: int = 8 * MiB,
         missing: str = "error",
         build_index: bool = True,
-        write_index: bool = True,
+        write_index: Optional[bool] = None,
         index_cache_dir: Optional[str] = None,
         progress: bool = True,
     ) -> None:
@@ -104,8 +126,11 @@ class ShardDataset(torch.utils.data.IterableDataset):
         rank_and_world(rank, world_size)  # validate now
 
         uris = shard_uris(urls, self.client)
-        indexes, report = load_indexes(uris, self.client, build=build_index, write=write_index, missing=missing,
-                                       local_cache=index_cache_dir, progress=progress)
+        indexes, report = load_indexes(uris, self.client, build=build_index, write="beside" if write_index else "cache",
+                                       missing=missing, local_cache=index_cache_dir, progress=progress)
+        if write_index is None and report.written_to_cache:
+            print(_keep_hint(urls, self.client, report.written_to_cache, index_cache_dir or cache_dir()),
+                  file=sys.stderr)
         self.shards: List[ShardIndex] = [indexes[u] for u in uris if u in indexes]
         self.skipped_shards: List[str] = report.missing
         self.index_report = report

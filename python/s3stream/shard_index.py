@@ -1,10 +1,20 @@
 """Shard indexes: where each sample of a shard starts, so the epoch plan can split shards at sample
 granularity and a reader can start mid-shard with one ranged GET.
 
-An index lives beside its shard as a JSON sidecar (``train-000000.tar.idx.json``), or, when the
-bucket is read-only, in a local cache (``$S3STREAM_CACHE_DIR`` or ``~/.cache/s3stream/index``).
-It records the shard's ETag: an index whose shard changed is rebuilt, never trusted.
-Missing indexes are built with one streaming pass per shard, all shards in parallel.
+Missing indexes are built with one streaming pass per shard, all shards in parallel, and kept in
+one of two places:
+
+* the local cache (``$S3STREAM_CACHE_DIR`` or ``~/.cache/s3stream/index``), by default: a reader
+  never writes into the bucket it was asked to read (a bucket may have event notifications,
+  replication or object lock), so each machine builds its indexes once;
+* beside the shards, as JSON sidecars (``train-000000.tar.idx.json``) that every machine reads, only
+  when asked: ``s3stream index URL`` or ``ShardDataset(..., write_index=True)``
+  (``load_indexes(write="beside")``). A sidecar that cannot be written (refused, not implemented, a
+  lost connection) never fails the load: that index goes to the local cache, with one warning.
+
+Existing sidecars are always read. Either copy records the shard's ETag and size: an index whose
+shard changed is rebuilt, never trusted. Cache files are named by a hash of the shard's URI and,
+for ``s3://``, the endpoint.
 """
 
 from __future__ import annotations
@@ -15,13 +25,15 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from . import _core
 from .client import Client
-from .errors import NotFoundError, PermissionDeniedError
+from .errors import InvalidArgumentError, NotFoundError, PermissionDeniedError, S3StreamError
 
 SIDECAR_SUFFIX = ".idx.json"
 TAR_BLOCK = 512
@@ -97,8 +109,10 @@ def cache_dir() -> str:
     return os.environ.get("S3STREAM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "s3stream", "index")
 
 
-def _cache_path(shard_uri: str, directory: str) -> str:
-    return os.path.join(directory, hashlib.sha256(shard_uri.encode()).hexdigest()[:32] + SIDECAR_SUFFIX)
+def _cache_path(shard_uri: str, directory: str, endpoint: str) -> str:
+    # The same s3:// URI on two endpoints is two objects; a file:// URI names one file anywhere.
+    name = shard_uri if shard_uri.startswith("file://") else f"{endpoint} {shard_uri}"
+    return os.path.join(directory, hashlib.sha256(name.encode()).hexdigest()[:32] + SIDECAR_SUFFIX)
 
 
 @dataclass
@@ -107,9 +121,11 @@ class IndexReport:
 
     reused: int = 0
     built: int = 0
-    written_beside: int = 0
+    written_beside: int = 0  # sidecars written (built now, or copied from the local cache)
     written_to_cache: int = 0
+    copied_beside: int = 0  # of the reused: found only in the local cache, now written beside too
     missing: List[str] = field(default_factory=list)
+    failed_writes: List[str] = field(default_factory=list)  # "<sidecar URI or cache file>: <error>"
 
 
 class _Progress:
@@ -129,12 +145,15 @@ class _Progress:
                 print(file=sys.stderr)
 
 
+WRITE_MODES = ("cache", "beside", "none")
+
+
 def load_indexes(
     shards: Sequence[str],
     client: Client,
     *,
     build: bool = True,
-    write: bool = True,
+    write: Union[str, bool] = "cache",
     missing: str = "error",
     local_cache: Optional[str] = None,
     parallelism: int = 16,
@@ -142,40 +161,63 @@ def load_indexes(
 ) -> tuple[Dict[str, ShardIndex], IndexReport]:
     """Indexes for `shards`, reusing valid sidecars or cached copies and building the rest.
 
+    ``write`` says where an index built now is kept: ``"cache"`` (default) in the local cache
+    only, so the bucket is only read; ``"beside"`` (or True) in a sidecar beside its shard, and an
+    index found only in the local cache is copied there too; a sidecar that cannot be written goes to
+    the local cache instead, with one warning on stderr; ``"none"`` (or False) nowhere. A failed
+    write never raises: only reading the shards can fail the load.
+
     ``missing="error"`` raises NotFoundError for a shard that does not exist; ``"skip"`` leaves it
     out and names it in the report.
     """
     if missing not in ("error", "skip"):
-        from .errors import InvalidArgumentError
-
         raise InvalidArgumentError(f"missing must be 'error' or 'skip', got {missing!r}")
+    mode = {True: "beside", False: "none"}.get(write, write) if isinstance(write, bool) else write
+    if mode not in WRITE_MODES:
+        raise InvalidArgumentError(f"write must be one of {', '.join(map(repr, WRITE_MODES))} or a bool, got {write!r}")
     directory = local_cache or cache_dir()
+    endpoint = client._native_client().endpoint
+    keep = _Keeper(client, directory, endpoint, mode)
     report = IndexReport()
     out: Dict[str, ShardIndex] = {}
 
-    def lookup(uri: str) -> Optional[ShardIndex]:
+    def read_sidecar(uri: str) -> Optional[bytes]:
+        try:
+            return bytes(client.get(sidecar_uri(uri)))
+        except (NotFoundError, PermissionDeniedError):
+            return None  # no sidecar, or one we may not read
+
+    def read_cached(uri: str) -> Optional[bytes]:
+        try:
+            return _read_file(_cache_path(uri, directory, endpoint))
+        except OSError:
+            return None  # no cached copy, or an unreadable one
+
+    # The local cache first, unless sidecars are wanted: a cached index found then is copied beside.
+    sources = (read_cached, read_sidecar) if mode == "cache" else (read_sidecar, read_cached)
+
+    def lookup(uri: str) -> Optional[tuple[ShardIndex, Optional[str]]]:
         head = client.head(uri)  # NotFoundError propagates: the shard itself is missing
-        for source in (lambda: bytes(client.get(sidecar_uri(uri))), lambda: _read_file(_cache_path(uri, directory))):
-            try:
-                index = ShardIndex.from_json(uri, source())
-            except (NotFoundError, FileNotFoundError):
+        for read in sources:
+            data = read(uri)
+            if data is None:
                 continue
+            try:
+                index = ShardIndex.from_json(uri, data)
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue  # unreadable, malformed, hostile or another version: rebuild
             if index.etag == head.etag and index.size == head.size:
-                return index
+                return index, (keep.copy_beside(index) if read is read_cached and mode == "beside" else None)
         return None
 
     def build_one(uri: str) -> tuple[ShardIndex, Optional[str]]:
         index = ShardIndex.build(client, uri)
-        return index, (_store(index, client, directory) if write else None)
+        return index, keep(index)
 
     with cf.ThreadPoolExecutor(parallelism) as pool:
         found = _run(pool, lookup, shards, missing, report, _Progress(len(shards), "checking shard indexes", progress))
         todo = [u for u in shards if u not in report.missing and found.get(u) is None]
         if todo and not build:
-            from .errors import InvalidArgumentError
-
             raise InvalidArgumentError(f"{len(todo)} shards have no up-to-date index (first: {todo[0]}); "
                                        f"build them with: s3stream index {' '.join(todo[:3])}{' ...' if len(todo) > 3 else ''}")
         built = _run(pool, build_one, todo, missing, report, _Progress(len(todo), "indexing shards", progress))
@@ -183,13 +225,16 @@ def load_indexes(
         if uri in report.missing:
             continue
         if found.get(uri) is not None:
-            out[uri] = found[uri]
+            out[uri], written = found[uri]
             report.reused += 1
+            report.copied_beside += written == "beside"
         else:
             out[uri], written = built[uri]
             report.built += 1
-            report.written_beside += written == "beside"
-            report.written_to_cache += written == "cache"
+        report.written_beside += written == "beside"
+        report.written_to_cache += written == "cache"
+    report.failed_writes = keep.sidecar_errors + keep.cache_errors
+    keep.warn()
     return out, report
 
 
@@ -210,21 +255,84 @@ def _run(pool, fn: Callable, uris: Sequence[str], missing: str, report: IndexRep
     return results
 
 
-def _store(index: ShardIndex, client: Client, directory: str) -> str:
-    """Beside the shard if the bucket lets us ("beside"), else in the local cache ("cache")."""
-    data = index.to_json()
-    try:
-        client.put(sidecar_uri(index.uri), data)
-        return "beside"
-    except PermissionDeniedError:
-        pass  # a read-only bucket: keep the index on this machine
-    os.makedirs(directory, exist_ok=True)
-    path = _cache_path(index.uri, directory)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-    return "cache"
+class _Keeper:
+    """Keeps indexes where the mode says, from many threads; a write that fails is noted, never
+    raised. After one sidecar fails the rest go straight to the cache (a bucket that refused one
+    write refuses them all, and a lost connection would cost every shard its retries)."""
+
+    def __init__(self, client: Client, directory: str, endpoint: str, mode: str) -> None:
+        self.client, self.directory, self.endpoint, self.mode = client, directory, endpoint, mode
+        self.lock = threading.Lock()
+        self.sidecar_errors: List[str] = []
+        self.cache_errors: List[str] = []
+        self.fell_back = 0  # indexes meant for a sidecar, kept in the cache
+
+    def __call__(self, index: ShardIndex) -> Optional[str]:
+        """Where the index went: "beside", "cache" or None."""
+        if self.mode == "none":
+            return None
+        data = index.to_json()
+        if self.mode == "beside" and self._beside(index.uri, data):
+            return "beside"
+        where = self._cache(index.uri, data)
+        if self.mode == "beside" and where:
+            with self.lock:
+                self.fell_back += 1
+        return where
+
+    def copy_beside(self, index: ShardIndex) -> Optional[str]:
+        """A sidecar for an index found in the local cache ("beside"), else None (it stays there)."""
+        if self._beside(index.uri, index.to_json()):
+            return "beside"
+        with self.lock:
+            self.fell_back += 1
+        return None
+
+    def _beside(self, uri: str, data: bytes) -> bool:
+        if self.sidecar_errors:
+            return False
+        try:
+            self.client.put(sidecar_uri(uri), data)
+            return True
+        except (S3StreamError, OSError) as e:
+            with self.lock:
+                self.sidecar_errors.append(_describe(sidecar_uri(uri), e))
+            return False
+
+    def _cache(self, uri: str, data: bytes) -> Optional[str]:
+        path = _cache_path(uri, self.directory, self.endpoint)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return "cache"
+        except OSError as e:
+            with self.lock:
+                self.cache_errors.append(_describe(path, e))
+            return None
+
+    def warn(self) -> None:
+        """One line on stderr per kind of failure, naming the first."""
+        if self.sidecar_errors:
+            print(f"s3stream: warning: could not write an index sidecar ({self.sidecar_errors[0]}); "
+                  f"{self.fell_back} shard indexes kept in the local cache {self.directory} instead",
+                  file=sys.stderr)
+        if self.cache_errors:
+            print(f"s3stream: warning: could not keep {len(self.cache_errors)} shard indexes in the local cache "
+                  f"({self.cache_errors[0]}); they will be built again next time (S3STREAM_CACHE_DIR chooses "
+                  f"another directory)", file=sys.stderr)
+
+
+def _describe(target: str, error: BaseException) -> str:
+    """"<target>: <error>", naming the target once (s3stream's errors name their URI already)."""
+    text = f"{type(error).__name__}: {error}"
+    return text if target in str(error) else f"{target}: {text}"
 
 
 def _read_file(path: str) -> bytes:

@@ -3,7 +3,8 @@ plain paths), read through the epoch plan (docs/epoch_plan.md).
 
 Exactly once per epoch across ranks x workers (a real torchrun run, and in-process ranks under every
 DataLoader mode), determinism and reshuffling, resume with another worker count, shard indexes
-(sidecars, reuse, rebuild, the local cache for read-only buckets, the `s3stream index` command),
+(the local cache by default, sidecars on request, reuse, rebuild, sidecars that cannot be written,
+the `s3stream index` command),
 URL forms, byte-for-byte parity with the webdataset package, zero-copy fields and decoders, flat
 memory over many epochs, and the errors bad input must produce.
 
@@ -34,7 +35,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 
 import s3stream
 from helpers import boto3_etag, boto3_get, make_boto3_client, rss_growth_over_epochs, s3_uri
-from proxies import RecordingProxy
+from proxies import FaultProxy, RecordingProxy, reset_before_response, status
 from shard_helpers import (
     HERE,
     TESTDATA,
@@ -355,10 +356,12 @@ def sidecar_keys(boto3_client, bucket: str, prefix: str = "") -> list[str]:
     return sorted(o["Key"] for o in listing if o["Key"].endswith(".idx.json"))
 
 
-def test_index_built_once_then_reused(s3_endpoint, boto3_client, bucket, uneven):
+def test_sidecars_written_on_request_then_read_by_default(s3_endpoint, boto3_client, bucket, uneven, tmp_path, capsys):
+    """write_index=True writes a sidecar beside each shard; a later default construction reads them
+    and builds nothing, caches nothing and prints no hint."""
     with RecordingProxy(s3_endpoint) as proxy:
         client = s3stream.Client(endpoint_url=proxy.url)
-        ds = dataset(uneven.uris, client)
+        ds = dataset(uneven.uris, client, write_index=True)
         r = ds.index_report
         assert (r.built, r.reused, r.written_beside, r.written_to_cache, r.missing) == (5, 0, 5, 0, [])
         assert sidecar_keys(boto3_client, bucket) == [f"shards/{n}.idx.json" for n in uneven.names]
@@ -370,9 +373,11 @@ def test_index_built_once_then_reused(s3_endpoint, boto3_client, bucket, uneven)
         assert [s.samples for s in ds.shards] == UNEVEN and ds.total_samples == sum(UNEVEN)
 
         before = len(proxy.requests)
-        again = dataset(uneven.uris, client)
+        capsys.readouterr()
+        again = dataset(uneven.uris, client, index_cache_dir=str(tmp_path / "cache"))
         r = again.index_report
         assert (r.built, r.reused, r.written_beside, r.written_to_cache) == (0, 5, 0, 0)
+        assert not (tmp_path / "cache").exists() and capsys.readouterr().err == ""
         requests = proxy.requests[before:]
         assert Counter(q.method for q in requests) == Counter({"HEAD": 5, "GET": 5}), requests
         sidecars = sorted(f"shards/{n}.idx.json" for n in uneven.names)
@@ -392,7 +397,7 @@ def test_samples_stream_before_the_shards_are_downloaded(s3_endpoint, boto3_clie
         boto3_client.put_object(Bucket=bucket, Key=f"big/{s}.tar", Body=samples_tar(samples[s * 64 : (s + 1) * 64]))
         uris.append(s3_uri(bucket, f"big/{s}.tar"))
     total = sum(len(f["bin"]) for _, f in samples)
-    dataset(uris, client)  # builds the indexes (a full read), outside the recorded run
+    dataset(uris, client, write_index=True)  # builds the indexes (a full read), outside the recorded run
     with RecordingProxy(s3_endpoint) as proxy:
         ds = dataset(uris, s3stream.Client(endpoint_url=proxy.url), shuffle=True, batch_size=8,
                      chunk_bytes=256 << 10, max_bytes_ahead=2 << 20)
@@ -407,8 +412,19 @@ def test_samples_stream_before_the_shards_are_downloaded(s3_endpoint, boto3_clie
         assert sum(1 for _ in it) == len(samples) - 8
 
 
-def test_rewritten_shard_is_reindexed(boto3_client, bucket, uneven, client):
-    first = dataset(uneven.uris, client)
+def cached_docs(directory) -> dict:
+    """The local cache's index documents by shard name."""
+    docs = [json.loads(p.read_bytes()) for p in directory.iterdir()]
+    return {d["shard"]: d for d in docs}
+
+
+@pytest.mark.parametrize("where", ["cache", "beside"])
+def test_rewritten_shard_is_reindexed(boto3_client, bucket, uneven, client, tmp_path, where):
+    """An index records its shard's ETag, in the local cache (the default) as in a sidecar: a shard
+    replaced under the same name is indexed again, never read through the old index."""
+    cache = tmp_path / "cache"
+    kw = dict(index_cache_dir=str(cache), write_index=where == "beside")
+    first = dataset(uneven.uris, client, **kw)
     assert first.index_report.built == 5
     old_etag = boto3_etag(boto3_client, bucket, "shards/train-000002.tar")
     replacement = make_shards([10], first_shard=50)  # other samples under the same name
@@ -416,10 +432,18 @@ def test_rewritten_shard_is_reindexed(boto3_client, bucket, uneven, client):
     new_etag = boto3_etag(boto3_client, bucket, "shards/train-000002.tar")
     assert new_etag != old_etag
 
-    ds = dataset(uneven.uris, client, shuffle=False)
+    ds = dataset(uneven.uris, client, shuffle=False, **kw)
     r = ds.index_report
-    assert (r.built, r.reused, r.written_beside) == (1, 4, 1)
-    doc = json.loads(boto3_get(boto3_client, bucket, "shards/train-000002.tar.idx.json"))
+    if where == "beside":
+        assert (r.built, r.reused, r.written_beside, r.written_to_cache) == (1, 4, 1, 0)
+        doc = json.loads(boto3_get(boto3_client, bucket, "shards/train-000002.tar.idx.json"))
+        assert not cache.exists()
+    else:
+        assert (r.built, r.reused, r.written_beside, r.written_to_cache) == (1, 4, 0, 1)
+        assert sidecar_keys(boto3_client, bucket) == []
+        docs = cached_docs(cache)
+        assert sorted(docs) == uneven.names  # one file per shard: the new index replaced the old
+        doc = docs["train-000002.tar"]
     assert doc["etag"] == new_etag and doc["samples"] == 10
     assert ds.fingerprint() != first.fingerprint()
     want = [k for n in uneven.names for k in (replacement.all_keys if n == "train-000002.tar" else uneven.keys[n])]
@@ -431,7 +455,7 @@ def test_rewritten_shard_is_reindexed(boto3_client, bucket, uneven, client):
 def test_a_hostile_sidecar_is_rebuilt_not_trusted(boto3_client, bucket, uneven, client, tamper):
     """A sidecar is untrusted input: with the shard's own ETag and size it still must describe a
     possible index, or it is rebuilt (and the samples come out right)."""
-    dataset(uneven.uris, client)  # writes the sidecars
+    dataset(uneven.uris, client, write_index=True)  # writes the sidecars
     key = "shards/train-000001.tar.idx.json"
     doc = json.loads(boto3_get(boto3_client, bucket, key))
     offsets = doc["offsets"]
@@ -470,7 +494,9 @@ def test_shard_replaced_after_construction_fails_loudly(boto3_client, bucket, un
     assert "train-000000.tar" in str(excinfo.value)
 
 
-def test_read_only_bucket_keeps_indexes_in_the_local_cache(auth_server, tmp_path):
+def test_read_only_bucket_keeps_indexes_in_the_local_cache(auth_server, tmp_path, capsys):
+    """write_index=True where the credentials may only read: moto refuses the sidecars (403), the
+    indexes go to the local cache with one warning, and the dataset works."""
     import boto3
     import requests
     from botocore.exceptions import ClientError
@@ -500,9 +526,14 @@ def test_read_only_bucket_keeps_indexes_in_the_local_cache(auth_server, tmp_path
     try:
         reader = s3stream.Client(endpoint_url=auth_server.url, access_key_id=key["AccessKeyId"],
                                  secret_access_key=key["SecretAccessKey"])
-        ds = dataset(s3_uri(bucket, prefix), reader, index_cache_dir=str(tmp_path), transform=checked_key)
+        capsys.readouterr()
+        ds = dataset(s3_uri(bucket, prefix), reader, index_cache_dir=str(tmp_path), transform=checked_key,
+                     write_index=True)
         r = ds.index_report
         assert (r.built, r.written_beside, r.written_to_cache) == (3, 0, 3)
+        warnings_ = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+        assert len(warnings_) == 1, warnings_
+        assert f"{bucket}/{prefix}" in warnings_[0] and "PermissionDeniedError" in warnings_[0], warnings_
         cached = sorted(p.name for p in tmp_path.iterdir())
         assert len(cached) == 3 and all(n.endswith(".idx.json") for n in cached), cached
         assert sidecar_keys(admin, bucket, prefix) == []  # nothing written to the bucket
@@ -515,14 +546,124 @@ def test_read_only_bucket_keeps_indexes_in_the_local_cache(auth_server, tmp_path
             admin.delete_object(Bucket=bucket, Key=prefix + name)
 
 
-def test_index_command(s3_endpoint, boto3_client, bucket, uneven):
+def index_command(endpoint: str, *args: str) -> subprocess.CompletedProcess:
+    """`s3stream --endpoint-url ENDPOINT index ARGS...` in a child process."""
     env = dict(os.environ)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(s3stream.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "s3stream.cli", "--endpoint-url", endpoint, "index", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
 
+
+def listing(boto3_client, bucket: str) -> dict:
+    """Every object in the bucket, with its ETag."""
+    pages = boto3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
+
+
+def hints(err: str) -> list[str]:
+    """The lines of stderr saying how to store indexes for every machine."""
+    return [line for line in err.splitlines() if "write_index=True" in line]
+
+
+def test_by_default_the_bucket_is_only_read(s3_endpoint, boto3_client, bucket, uneven, tmp_path, capsys):
+    """A data loader does not modify the dataset it reads: the indexes it builds stay in the local
+    cache, one line says how to store them for every machine, and the next construction reads the
+    cache (one HEAD per shard, to check its ETag) instead of building again."""
+    before = listing(boto3_client, bucket)
+    cache = tmp_path / "cache"
+    with RecordingProxy(s3_endpoint) as proxy:
+        client = s3stream.Client(endpoint_url=proxy.url)
+        capsys.readouterr()
+        ds = dataset(uneven.uris, client, index_cache_dir=str(cache))
+        assert {q.method for q in proxy.requests} <= {"HEAD", "GET"}, proxy.requests
+        assert listing(boto3_client, bucket) == before
+        r = ds.index_report
+        assert (r.built, r.reused, r.written_beside, r.written_to_cache, r.failed_writes) == (5, 0, 0, 5, [])
+        assert sorted(cached_docs(cache)) == uneven.names
+        lines = hints(capsys.readouterr().err)
+        assert len(lines) == 1, lines  # one line for the dataset, not one per shard
+        assert f"run `s3stream --endpoint-url {proxy.url} index {uneven.uris[0]} " in lines[0], lines
+        assert str(cache) in lines[0], lines
+
+        start = len(proxy.requests)
+        again = dataset(uneven.uris, client, index_cache_dir=str(cache), shuffle=False, transform=checked_key)
+        r = again.index_report
+        assert (r.built, r.reused, r.written_to_cache) == (0, 5, 0)
+        assert sorted((q.method, q.key) for q in proxy.requests[start:]) == [("HEAD", f"shards/{n}") for n in uneven.names]
+        assert hints(capsys.readouterr().err) == []  # nothing was built
+        assert keys_of(again) == uneven.all_keys
+        assert proxy.errors == []
+    assert listing(boto3_client, bucket) == before
+
+
+def test_the_hint_is_one_line_per_construction_that_built(uneven, client, tmp_path, capsys):
+    """Once for each dataset that built indexes (not once per process); not where the caller chose
+    where indexes go (write_index=False: this machine only)."""
+    for run, (write_index, lines) in enumerate([(None, 1), (None, 1), (False, 0)]):
+        capsys.readouterr()
+        ds = dataset(uneven.uris, client, index_cache_dir=str(tmp_path / f"cache{run}"), write_index=write_index)
+        assert (ds.index_report.built, ds.index_report.written_to_cache) == (5, 5)
+        assert len(hints(capsys.readouterr().err)) == lines, run
+
+
+@pytest.mark.parametrize("fault, shown", [(status(501, "NotImplemented"), "501"),
+                                          (status(405, "MethodNotAllowed"), "405"),
+                                          (status(403, "AccessDenied"), "PermissionDeniedError"),
+                                          (reset_before_response(), "UnavailableError")],
+                         ids=["501", "405", "403", "reset"])
+def test_a_sidecar_that_cannot_be_written_goes_to_the_local_cache(s3_endpoint, boto3_client, bucket, uneven,
+                                                                  tmp_path, capsys, fault, shown):
+    """write_index=True on a server that will not store the sidecars (a read-only S3-compatible
+    server answering 501, a 405, a refusal, the connection cut on every PUT): the dataset is built
+    all the same, its indexes kept in the local cache, with one warning naming the sidecar and the
+    error. Only reading the shards may fail a dataset."""
+    cache = tmp_path / "cache"
+    with FaultProxy(s3_endpoint) as proxy:
+        rule = proxy.inject(fault, match=lambda q: q.method == "PUT" and q.key.endswith(".idx.json"), count=None)
+        client = s3stream.Client(endpoint_url=proxy.url)
+        capsys.readouterr()
+        ds = dataset(uneven.uris, client, write_index=True, index_cache_dir=str(cache), shuffle=False,
+                     transform=checked_key)
+        err = capsys.readouterr().err
+        warned = [line for line in err.splitlines() if "warning" in line]
+        assert len(warned) == 1, err
+        assert f"s3://{bucket}/shards/train-" in warned[0] and ".idx.json" in warned[0], warned
+        assert shown in warned[0] and str(cache) in warned[0], warned
+        r = ds.index_report
+        assert (r.built, r.written_beside, r.written_to_cache) == (5, 0, 5)
+        assert rule.injected >= 1 and 1 <= len(r.failed_writes) <= 5, (rule.injected, r.failed_writes)
+        assert hints(err) == []  # sidecars were asked for: no hint
+        assert sidecar_keys(boto3_client, bucket) == []
+        assert sorted(cached_docs(cache)) == uneven.names
+        assert keys_of(ds) == uneven.all_keys
+
+        # The next construction reads the cache; only copying the indexes beside is tried again.
+        r = dataset(uneven.uris, client, write_index=True, index_cache_dir=str(cache)).index_report
+        assert (r.built, r.reused, r.written_beside, r.written_to_cache) == (0, 5, 0, 0)
+        assert len([line for line in capsys.readouterr().err.splitlines() if "warning" in line]) == 1
+        assert proxy.errors == []
+
+
+def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_dataset(boto3_client, bucket, uneven, client,
+                                                                        tmp_path, capsys):
+    (tmp_path / "file").write_bytes(b"not a directory")
+    cache = tmp_path / "file" / "cache"
+    capsys.readouterr()
+    ds = dataset(uneven.uris, client, index_cache_dir=str(cache), shuffle=False)
+    assert sidecar_keys(boto3_client, bucket) == []
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if "warning" in line]
+    assert len(warned) == 1 and str(cache) in warned[0] and "built again next time" in warned[0], err
+    assert hints(err) == []  # nothing was kept
+    r = ds.index_report
+    assert (r.built, r.written_beside, r.written_to_cache, len(r.failed_writes)) == (5, 0, 0, 5)
+    assert keys_of(ds) == uneven.all_keys
+
+
+def test_index_command(s3_endpoint, boto3_client, bucket, uneven):
     def run(*urls: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "s3stream.cli", "--endpoint-url", s3_endpoint, "index", *urls]
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        return index_command(s3_endpoint, *urls)
 
     proc = run(s3_uri(bucket, "shards/"))
     assert proc.returncode == 0, proc.stderr
@@ -538,12 +679,28 @@ def test_index_command(s3_endpoint, boto3_client, bucket, uneven):
     assert proc.returncode == 1 and "train-000009.tar" in proc.stderr
 
 
+def test_index_command_stores_the_cached_indexes_beside_the_shards(s3_endpoint, boto3_client, bucket, uneven,
+                                                                   tmp_path):
+    """The command the hint names, after a default construction: the indexes the local cache holds
+    are written beside the shards as they are, not built again and not taken for done."""
+    cache = tmp_path / "cache"
+    dataset(uneven.uris, s3stream.Client(endpoint_url=s3_endpoint), index_cache_dir=str(cache))
+    assert sidecar_keys(boto3_client, bucket) == []
+    proc = index_command(s3_endpoint, "--cache-dir", str(cache), s3_uri(bucket, "shards/"))
+    assert proc.returncode == 0, proc.stderr
+    assert "5 shards, 153 samples: 0 indexed now (0 written beside their shards, 0 to the local cache), " \
+           "5 already indexed (5 copied beside their shards from the local cache)" in proc.stdout, proc.stdout
+    assert sidecar_keys(boto3_client, bucket) == [f"shards/{n}.idx.json" for n in uneven.names]
+    for name, doc in cached_docs(cache).items():
+        assert json.loads(boto3_get(boto3_client, bucket, f"shards/{name}.idx.json")) == doc
+
+
 # --- URL forms ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("form", ["list", "brace", "alternatives", "prefix"])
 def test_s3_url_forms(boto3_client, bucket, uneven, client, form):
-    dataset(uneven.uris, client)  # sidecars now lie beside the shards: a prefix must ignore them
+    dataset(uneven.uris, client, write_index=True)  # sidecars now lie beside the shards: a prefix must ignore them
     boto3_client.put_object(Bucket=bucket, Key="shards/README.txt", Body=b"not a shard")
     boto3_client.put_object(Bucket=bucket, Key="shards/labels.json", Body=b"{}")
     urls = {
@@ -573,17 +730,23 @@ def test_local_url_forms(tmp_path, monkeypatch, form):
         "relative": [os.path.join("shards", n) for n in shards.names],
     }[form]
     monkeypatch.chdir(tmp_path)
+
+    def sidecars() -> list[str]:
+        return sorted(p.name for p in (tmp_path / "shards").iterdir() if p.name.endswith(".idx.json"))
+
     ds = dataset(urls, s3stream.Client(), shuffle=False, transform=checked_key)
     assert [s.uri for s in ds.shards] == shards.uris
-    assert ds.index_report.built == 3 and ds.index_report.written_beside == 3
-    assert sorted(p.name for p in (tmp_path / "shards").iterdir() if p.name.endswith(".idx.json")) == \
-        [n + ".idx.json" for n in shards.names]
+    assert ds.index_report.built == 3 and ds.index_report.written_to_cache == 3
+    assert sidecars() == []  # the default writes nothing beside the shards
     samples = list(dataset(urls, s3stream.Client(), shuffle=False))
     assert [s["__key__"] for s in samples] == shards.all_keys
     assert samples[0]["__url__"] == shards.uris[0]
     assert keys_of(loader_for(dataset(urls, s3stream.Client(), seed=1, batch_size=3, transform=checked_key), 2)) \
         == keys_of(dataset(urls, s3stream.Client(), seed=1, batch_size=3))
     assert dataset(urls, s3stream.Client()).index_report.reused == 3
+    r = dataset(urls, s3stream.Client(), write_index=True).index_report
+    assert (r.reused, r.built, r.written_beside, r.copied_beside) == (3, 0, 3, 3)
+    assert sidecars() == [n + ".idx.json" for n in shards.names]
 
 
 # --- WebDataset parity -------------------------------------------------------------------------------------------
