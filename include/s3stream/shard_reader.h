@@ -49,9 +49,10 @@ struct PlannedSample {
 class ShardSampleReader {
  public:
   // Reads the positions EpochPlan::WorkerPositions(worker, num_workers, start) names, from the
-  // shards the plan was made for.
+  // shards the plan was made for, less the first `skip` of them (a worker resumed on its own, as
+  // torchdata's StatefulDataLoader restores workers: whole batches, so batches stay aligned).
   ShardSampleReader(std::shared_ptr<const ShardSet> shards, const EpochPlan& plan, int worker, int num_workers,
-                    uint64_t start, ShardReaderOptions options = {});
+                    uint64_t start, uint64_t skip = 0, ShardReaderOptions options = {});
   ~ShardSampleReader();
   ShardSampleReader(const ShardSampleReader&) = delete;
   ShardSampleReader& operator=(const ShardSampleReader&) = delete;

@@ -12,6 +12,7 @@
 #include "bindings.h"
 #include "py_buffer.h"
 #include "s3stream/epoch_plan.h"
+#include "s3stream/rank_split.h"
 #include "s3stream/shard_index.h"
 #include "s3stream/shard_reader.h"
 #include "s3stream/shard_set.h"
@@ -21,6 +22,27 @@ namespace nb = nanobind;
 
 namespace s3stream::bindings {
 namespace {
+
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+std::vector<PositionRange> RangesFrom(const Ranges& ranges) {
+  std::vector<PositionRange> out;
+  out.reserve(ranges.size());
+  for (const auto& [begin, end] : ranges) out.push_back({begin, end});
+  return out;
+}
+
+Ranges RangesTo(const std::vector<PositionRange>& ranges) {
+  Ranges out;
+  out.reserve(ranges.size());
+  for (const PositionRange& r : ranges) out.emplace_back(r.begin, r.end);
+  return out;
+}
+
+Buffer Uint64s(const std::vector<uint64_t>& values) {
+  return Buffer::CopyOf(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()),
+                                                 values.size() * sizeof(uint64_t)));
+}
 
 std::vector<uint64_t> OffsetsFrom(nb::handle offsets) {
   PyBufferView view(offsets, /*writable=*/false);
@@ -94,7 +116,31 @@ void InitPipeline(nb::module_& m) {
       .def_rw("batch_size", &PlanOptions::batch_size)
       .def_rw("interleave", &PlanOptions::interleave)
       .def_rw("chunk_bytes", &PlanOptions::chunk_bytes)
-      .def_rw("shuffle_chunks", &PlanOptions::shuffle_chunks);
+      .def_rw("shuffle_chunks", &PlanOptions::shuffle_chunks)
+      .def_rw("stripe", &PlanOptions::stripe);
+
+  nb::class_<RankSplit>(m, "RankSplit")
+      .def_static(
+          "make",
+          [](const Ranges& remaining, int world_size, uint64_t stripe, Remainder remainder) {
+            return Unwrap(RankSplit::Make(RangesFrom(remaining), world_size, stripe, remainder));
+          },
+          nb::arg("remaining"), nb::arg("world_size"), nb::arg("stripe"), nb::arg("remainder"),
+          "How a pass deals the positions `remaining` ([(begin, end), ...]) of an epoch's global sequence to ranks.")
+      .def_prop_ro("per_rank", &RankSplit::per_rank)
+      .def_prop_ro("world_size", &RankSplit::world_size)
+      .def_prop_ro("stripe", &RankSplit::stripe)
+      .def_prop_ro("remaining", [](const RankSplit& s) { return RangesTo(s.remaining()); })
+      .def(
+          "rank_positions",
+          [](const RankSplit& s, int rank) {
+            nb::gil_scoped_release release;
+            return Uint64s(s.RankPositions(rank));
+          },
+          nb::arg("rank"), "The rank's share as native uint64 positions (memoryview(b).cast('Q')).")
+      .def(
+          "after", [](const RankSplit& s, uint64_t consumed) { return RangesTo(Unwrap(s.After(consumed))); },
+          nb::arg("consumed"), "What remains once every rank consumed `consumed` of its share.");
 
   m.def("samples_per_rank", &SamplesPerRank, nb::arg("total"), nb::arg("world_size"), nb::arg("remainder"),
         "Samples each rank gets in an epoch (drop: total // world_size; pad: rounded up).");
@@ -106,16 +152,24 @@ void InitPipeline(nb::module_& m) {
           nb::gil_scoped_release release;
           return EpochPermutation(n, seed, epoch);
         }();
-        return Buffer::CopyOf(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(order.data()),
-                                                       order.size() * sizeof(uint64_t)));
+        return Uint64s(order);
       },
       nb::arg("n"), nb::arg("seed"), nb::arg("epoch"),
       "The shuffled order of range(n) for (seed, epoch), as native uint64s (memoryview(b).cast('Q')).");
 
   nb::class_<EpochPlan>(m, "EpochPlan")
       .def_static(
-          "make", [](const ShardSet& set, const PlanOptions& o) { return Unwrap(EpochPlan::Make(set.layouts(), o)); },
-          nb::arg("shards"), nb::arg("options"))
+          "make",
+          [](const ShardSet& set, const PlanOptions& o, std::optional<Ranges> remaining) {
+            nb::gil_scoped_release release;
+            return Unwrap(remaining ? EpochPlan::Make(set.layouts(), o, RangesFrom(*remaining))
+                                    : EpochPlan::Make(set.layouts(), o));
+          },
+          nb::arg("shards"), nb::arg("options"), nb::arg("remaining") = nb::none())
+      .def_prop_ro("split", &EpochPlan::split)
+      .def_static("default_stripe", [](const ShardSet& set, uint64_t chunk_bytes) {
+        return DefaultStripe(set.layouts(), chunk_bytes);
+      }, nb::arg("shards"), nb::arg("chunk_bytes"), "Positions per rank turn when PlanOptions.stripe is 0.")
       .def_prop_ro("total_samples", &EpochPlan::total_samples)
       .def_prop_ro("samples_per_rank", &EpochPlan::samples_per_rank)
       .def_prop_ro("batch_size", &EpochPlan::batch_size)
@@ -132,12 +186,12 @@ void InitPipeline(nb::module_& m) {
       .def(
           "__init__",
           [](ShardSampleReader* self, std::shared_ptr<ShardSet> set, const EpochPlan& plan, int worker, int num_workers,
-             uint64_t start, size_t max_bytes_ahead, size_t piece_size) {
-            new (self) ShardSampleReader(std::move(set), plan, worker, num_workers, start,
+             uint64_t start, size_t max_bytes_ahead, size_t piece_size, uint64_t skip) {
+            new (self) ShardSampleReader(std::move(set), plan, worker, num_workers, start, skip,
                                          ShardReaderOptions{max_bytes_ahead, piece_size});
           },
           nb::arg("shards"), nb::arg("plan"), nb::arg("worker"), nb::arg("num_workers"), nb::arg("start"),
-          nb::arg("max_bytes_ahead"), nb::arg("piece_size"))
+          nb::arg("max_bytes_ahead"), nb::arg("piece_size"), nb::arg("skip") = 0)
       .def_prop_ro("size", &ShardSampleReader::size)
       .def_prop_ro("stats", [](const ShardSampleReader& r) {
         nb::dict d;

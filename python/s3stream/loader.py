@@ -114,15 +114,18 @@ def _leading_len(x: Any) -> Optional[int]:
 class _Pass:
     """Bookkeeping for one iteration over the loader."""
 
-    __slots__ = ("sizes", "delivered", "complete", "epochs")
+    __slots__ = ("sizes", "delivered", "complete", "epochs", "expected")
 
-    def __init__(self, epochs: Dict[str, Any], complete: bool = False) -> None:
+    def __init__(self, epochs: Dict[str, Any], complete: bool = False, expected: Optional[int] = None) -> None:
         # Sizes of the index batches handed to the fetchers and not yet delivered, in order: with
         # in-order delivery (DataLoader's default) the k-th batch delivered is the k-th one sent.
         self.sizes: Deque[int] = collections.deque()
         self.delivered = 0
         self.complete = complete
         self.epochs = epochs  # each component's epoch when the iteration began
+        # Samples the pass delivers in all, when a component says (pass_length()): frameworks stop
+        # after len(loader) batches without asking for the end, and the pass is complete then too.
+        self.expected = expected
 
 
 class _Tracker:
@@ -209,6 +212,8 @@ class _CountingIterator:
             record.delivered += record.sizes.popleft()
         else:
             record.delivered += self._infer_batch_len(batch)
+        if record.expected is not None and record.delivered >= record.expected:
+            record.complete = True
         return batch
 
     def __getattr__(self, name: str) -> Any:  # the rest of DataLoader's iterator, unchanged
@@ -258,6 +263,11 @@ class DataLoader(torch.utils.data.DataLoader):
         adopt = getattr(self.dataset, "adopt_batch_size", None)
         if callable(adopt):
             adopt(self.batch_size)
+        for _, obj in self._components():
+            if hasattr(obj, "auto_epoch"):
+                # This loader knows what the loop received: it advances the epoch after a complete
+                # pass, and an iteration left early repeats its epoch.
+                obj.auto_epoch = False
 
     @property
     def _s3s_pass(self) -> Optional[_Pass]:
@@ -295,6 +305,13 @@ class DataLoader(torch.utils.data.DataLoader):
             if callable(getattr(obj, "set_epoch", None)):
                 obj.set_epoch(epoch)
 
+    def _pass_length(self) -> Optional[int]:
+        for _, obj in self._components():
+            length = getattr(obj, "pass_length", None)
+            if callable(length):
+                return int(length())
+        return None
+
     # -- iteration -----------------------------------------------------------------------------------
     @property
     def _index_sampler(self) -> Any:  # overrides torch's: what the iterator draws index batches from
@@ -310,7 +327,7 @@ class DataLoader(torch.utils.data.DataLoader):
             for name, obj in self._components():
                 if name in now and name in previous.epochs and now[name] == previous.epochs[name]:
                     obj.set_epoch(now[name] + 1)
-        record = _Pass(self._epochs())
+        record = _Pass(self._epochs(), expected=self._pass_length())
         self._s3s_pass = record  # before super().__iter__(), which starts fetching indices
         return _CountingIterator(super().__iter__(), record, _BatchLen(self._auto_collation, self.batch_size))
 
@@ -369,8 +386,9 @@ class DataLoader(torch.utils.data.DataLoader):
             )
         for name, obj in components:
             obj.load_state_dict(state[name])
-        # A complete epoch resumes as "the previous iteration ended": the next one advances the epoch.
-        self._s3s_pass = _Pass(self._epochs(), complete=True) if state.get("epoch_complete") else None
+        # A component whose saved position is the end of its epoch continues with the next epoch by
+        # itself: nothing to advance here.
+        self._s3s_pass = None
 
 
 __all__ = ["DataLoader", "is_resumable"]

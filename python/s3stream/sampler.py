@@ -25,15 +25,14 @@ the current epoch), or use :class:`s3stream.DataLoader`, which counts them and p
 from __future__ import annotations
 
 import operator
-import warnings
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Sized, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Sized, Tuple, Union
 
 import torch.utils.data
 
 from . import _core
 from .distributed import rank_and_world
 from .errors import InvalidArgumentError
-from .resume import check_state, samples_per_rank
+from .resume import PLAN_VERSION, Pass, check_state, continue_passes, samples_per_rank, split_for
 
 _ITER_CHUNK = 8192  # indices converted to Python ints at a time (keeps iteration memory small)
 
@@ -107,11 +106,11 @@ class EpochSampler(torch.utils.data.Sampler[int]):
                 "every rank would get none; use remainder='pad'"
             )
         self._epoch = 0
-        self._resume: Optional[tuple] = None  # (epoch, start): where that epoch continues
-        self._pass_epoch: Optional[int] = None  # the epoch of the latest __iter__ pass ...
+        self._resume: Optional[Tuple[int, List[Pass]]] = None  # (epoch, passes): where that epoch continues
+        self._pass: Optional[Tuple[int, List[Pass]]] = None  # the latest __iter__ pass ...
         self._pass_yielded = 0  # ... and how many indices it has yielded so far
         self._completed_epoch: Optional[int] = None
-        self._warned_same_epoch = False
+        self.auto_epoch = True
 
     # -- epochs and positions --------------------------------------------------------------------------
     @property
@@ -124,45 +123,51 @@ class EpochSampler(torch.utils.data.Sampler[int]):
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise InvalidArgumentError(f"epoch must be a non-negative integer, got {epoch!r}")
         self._epoch = epoch
+        self._completed_epoch = None
 
-    def _start(self, epoch: int) -> int:
+    def _passes(self, epoch: int) -> List[Pass]:
         if self._resume is not None and self._resume[0] == epoch:
             return self._resume[1]
-        return 0
+        return self._fresh()
+
+    def _fresh(self) -> List[Pass]:
+        return [(self.world_size, 1, self.remainder, 0)]
+
+    def _split(self, passes: List[Pass]) -> Any:
+        return split_for(passes, self.dataset_size)
 
     def indices(self, epoch: Optional[int] = None) -> List[int]:
         """This rank's whole order for ``epoch`` (default: the current one), from its start."""
-        return [int(i) for i in self._rank_order(self._epoch if epoch is None else epoch)]
+        return [int(i) for i in self._rank_order(self._epoch if epoch is None else epoch, self._fresh())]
 
-    def _rank_order(self, epoch: int) -> Sequence[int]:
-        n, per_rank = self.dataset_size, self.samples_per_rank
-        order = epoch_permutation(n, self.seed, epoch) if self.shuffle else range(n)
-        begin = self.rank * per_rank
-        if begin + per_rank <= n:
-            return order[begin : begin + per_rank]
-        # pad: positions past the end wrap around to the start of the epoch's order (repeatedly,
-        # when there are fewer samples than ranks)
-        return [order[p % n] for p in range(begin, begin + per_rank)]
+    def _rank_order(self, epoch: int, passes: List[Pass]) -> Sequence[int]:
+        # Ranks take turns of one position of the epoch's permutation (a stripe of 1, as
+        # DistributedSampler deals), of what the pass has left to read.
+        order = epoch_permutation(self.dataset_size, self.seed, epoch) if self.shuffle else range(self.dataset_size)
+        positions = memoryview(self._split(passes).rank_positions(self.rank)).cast("Q")
+        return _Mapped(order, positions)
 
     def __len__(self) -> int:
         """Indices the next pass over the current epoch yields (fewer when resuming mid-epoch)."""
-        return self.samples_per_rank - self._start(self._epoch)
+        passes = self._passes(self._epoch)
+        return self._split(passes).per_rank - passes[-1][3]
+
+    def pass_length(self) -> int:
+        """Samples the next pass delivers (s3stream.DataLoader: the pass is complete after them)."""
+        return len(self)
 
     def __iter__(self) -> Iterator[int]:
+        if self.auto_epoch and self._completed_epoch == self._epoch:
+            # The previous pass over this epoch ran to its end and nobody chose an epoch since
+            # (torchdata's StatefulDataLoader and a plain loop never call set_epoch): the next one.
+            self._epoch += 1
         epoch = self._epoch
-        start = self._start(epoch)
-        if self.shuffle and self._completed_epoch == epoch and start == 0 and not self._warned_same_epoch:
-            self._warned_same_epoch = True
-            warnings.warn(
-                f"EpochSampler: epoch {epoch} is being iterated again with the same order; call "
-                "sampler.set_epoch(epoch) every epoch (s3stream.DataLoader advances it by itself)",
-                stacklevel=2,
-            )
-        order = self._rank_order(epoch)
-        self._pass_epoch, self._pass_yielded = epoch, 0
-        for lo in range(start, self.samples_per_rank, _ITER_CHUNK):
-            chunk = order[lo : lo + _ITER_CHUNK]
-            for i in chunk.tolist() if hasattr(chunk, "tolist") else chunk:
+        passes = self._passes(epoch)
+        start = passes[-1][3]
+        order = self._rank_order(epoch, passes)
+        self._pass, self._pass_yielded = (epoch, passes), 0
+        for lo in range(start, len(order), _ITER_CHUNK):
+            for i in order.slice(lo, lo + _ITER_CHUNK):
                 self._pass_yielded += 1
                 yield i
         self._completed_epoch = epoch
@@ -178,53 +183,57 @@ class EpochSampler(torch.utils.data.Sampler[int]):
                 (``num_workers=0``): with workers, DataLoader fetches indices ahead of the loop.
 
         Returns:
-            ``{"epoch", "consumed", "seed", "shuffle", "num_samples", "world_size", "remainder",
-            "fingerprint"}``; ``consumed`` counts from the epoch's start (it includes a restored
-            position), ``num_samples`` is the dataset's size.
+            ``{"plan", "epoch", "passes", "consumed", "seed", "shuffle", "num_samples", "world_size",
+            "remainder", "fingerprint"}``; ``consumed`` counts from the epoch's start (it includes a
+            restored position), ``num_samples`` is the dataset's size, ``passes`` the epoch's passes
+            (resume.py), enough to resume at any world size.
         """
         epoch = self._epoch
-        if consumed is None:
-            consumed = self._pass_yielded if self._pass_epoch == epoch else 0
-        elif isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+        if self._pass is not None and self._pass[0] == epoch:
+            passes = self._pass[1]
+            done = self._pass_yielded if consumed is None else consumed
+        else:
+            passes, done = self._passes(epoch), 0 if consumed is None else consumed
+        if isinstance(done, bool) or not isinstance(done, int) or done < 0:
             raise InvalidArgumentError(f"consumed must be a non-negative integer, got {consumed!r}")
-        position = self._start(epoch) + consumed
-        if position > self.samples_per_rank:
+        *last, start = passes[-1]
+        position = start + done
+        per_rank = self._split(passes).per_rank
+        if position > per_rank:
             raise InvalidArgumentError(
-                f"consumed={consumed} goes past the end of the epoch: this rank has {self.samples_per_rank} "
-                f"samples per epoch and the iteration started at {self._start(epoch)}"
+                f"consumed={consumed} goes past the end of the epoch: this rank has {per_rank} "
+                f"samples in this pass and the iteration started at {start}"
             )
         return {
+            "plan": PLAN_VERSION,
             "epoch": epoch,
+            "passes": [list(p) for p in passes[:-1]] + [[*last, position]],
             "consumed": position,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "num_samples": self.dataset_size,
             "world_size": self.world_size,
             "remainder": self.remainder,
-            "fingerprint": self.fingerprint,
+            **self._identity(),
         }
+
+    def _identity(self) -> Dict[str, Any]:
+        return {"seed": self.seed, "shuffle": self.shuffle, "num_samples": self.dataset_size,
+                "fingerprint": self.fingerprint}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Continues the saved epoch after its ``consumed`` samples: the next iteration yields
-        exactly the indices the saved run had not delivered, on every rank, whatever the number of
-        DataLoader workers now.
+        exactly the indices the saved run had not delivered, whatever the number of DataLoader
+        workers and ranks now (a state saved on any one rank serves every rank: elastic resume).
 
         Raises:
             InvalidArgumentError: the state is not an EpochSampler state, or it comes from another
-                dataset, seed, shuffle, world size or remainder.
+                dataset, seed or shuffle.
         """
-        mine = {
-            "num_samples": self.dataset_size,
-            "world_size": self.world_size,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "remainder": self.remainder,
-            "fingerprint": self.fingerprint,
-        }
-        epoch, consumed = check_state(state, mine, component="EpochSampler", per_rank=self.samples_per_rank)
-        self._epoch = epoch
-        self._resume = (epoch, consumed)
-        self._pass_epoch, self._pass_yielded = None, 0
+        epoch, passes = check_state(state, self._identity(), component="EpochSampler", total=self.dataset_size)
+        passes = continue_passes(passes, self.world_size, 1, self.remainder)
+        if passes[-1][3] >= self._split(passes).per_rank:
+            self._epoch, self._resume = epoch + 1, None  # the saved epoch is complete
+        else:
+            self._epoch, self._resume = epoch, (epoch, passes)
+        self._pass, self._pass_yielded = None, 0
         self._completed_epoch = None
 
     def __repr__(self) -> str:
@@ -233,6 +242,23 @@ class EpochSampler(torch.utils.data.Sampler[int]):
             f"{self.samples_per_rank:,} per rank, shuffle={self.shuffle}, seed={self.seed}, "
             f"remainder={self.remainder!r}, epoch={self._epoch})"
         )
+
+
+class _Mapped:
+    """``order[positions[i]]`` without building the list: a rank's indices, read in slices."""
+
+    def __init__(self, order: Sequence[int], positions: Sequence[int]) -> None:
+        self._order, self._positions = order, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __iter__(self) -> Iterator[int]:
+        return self.slice(0, len(self))
+
+    def slice(self, lo: int, hi: int) -> Iterator[int]:
+        order = self._order
+        return (int(order[p]) for p in self._positions[lo:hi].tolist())
 
 
 __all__ = ["EpochSampler", "epoch_permutation"]

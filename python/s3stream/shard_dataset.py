@@ -14,7 +14,7 @@ import multiprocessing.context
 import os
 import shlex
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch.utils.data
 
@@ -23,7 +23,8 @@ from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client, release_at_exit
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
-from .resume import REMAINDERS, check_state, samples_per_rank
+from .consumers import caller, detect, shard_layout, wrapped_by_shard
+from .resume import MAX_PASSES, PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
 from .shard_index import ShardIndex, cache_dir, load_indexes
 from .urls import shard_uris
 
@@ -31,8 +32,13 @@ MiB = 1 << 20
 AHEAD_BUDGET = 256 * MiB  # fetched ahead across a DataLoader's workers, by default (see max_bytes_ahead)
 MIN_PIECE = 64 << 10  # smaller pieces would mean a request per few samples
 
-# Slots of the shared array through which set_epoch / load_state_dict reach persistent workers.
-_EPOCH, _RESUME_EPOCH, _RESUME_START = range(3)
+# The shared array through which set_epoch / load_state_dict reach (persistent) workers, and through
+# which the worker that reads a pass's last sample advances the epoch for the next pass: the epoch,
+# whether the dataset advances it itself, the epoch a restored position belongs to, and that
+# position's passes (resume.py), MAX_PASSES entries of (world_size, stripe, remainder, consumed).
+_EPOCH, _AUTO_EPOCH, _RESUME_EPOCH, _RESUME_PASSES = range(4)
+_PASSES_AT = 4
+_SHARED_SLOTS = _PASSES_AT + 4 * MAX_PASSES
 
 
 def _keep_hint(urls: Union[str, Sequence[str]], client: Client, kept: int, directory: str) -> str:
@@ -141,12 +147,19 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if self.total_samples == 0:
             raise InvalidArgumentError(f"the dataset is empty: its {len(uris)} shards hold no samples ({uris[0]} ...)")
         # No lock: single-word reads and writes, and a fork-context lock cannot travel to spawn workers.
-        self._shared = multiprocessing.Array("q", [0, -1, 0], lock=False)
+        self._shared = multiprocessing.Array("q", _SHARED_SLOTS, lock=False)
+        self._shared[_AUTO_EPOCH], self._shared[_RESUME_EPOCH] = 1, -1
         self._shard_set: Any = None
         self._shard_set_pid: Optional[int] = None
         release_at_exit(self)
-        self._iteration_start = 0
-        self._yielded = 0
+        self._stripe = int(_core.EpochPlan.default_stripe(self._native_shards(), chunk_bytes))
+        self._pass: Optional[Tuple[int, List[Pass]]] = None  # (epoch, passes) of the latest iteration here
+        self._yielded = 0  # samples that iteration yielded in this process
+        self._worker_resume: Optional[Tuple[int, List[Pass], int]] = None  # set in a worker: (epoch, passes, skip)
+        self._warned_batch = False
+        self._iter_batch: Optional[int] = None  # the batch size the latest iteration dealt to workers
+        self._worker_skip = 0
+        self._resume_batch: Optional[int] = None  # the batch size a worker's restored position counts in
 
     def adopt_batch_size(self, batch_size: Optional[int]) -> None:
         """Called by s3stream.DataLoader with its batch size: batches are the unit dealt to workers."""
@@ -165,16 +178,51 @@ class ShardDataset(torch.utils.data.IterableDataset):
     # -- the epoch and resume position, shared with worker processes ------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Selects the epoch whose order the next iteration follows (also in persistent workers)."""
-        self._shared[_EPOCH] = int(epoch)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgumentError(f"epoch must be a non-negative integer, got {epoch!r}")
+        self._shared[_EPOCH] = epoch
 
     @property
     def epoch(self) -> int:
         return int(self._shared[_EPOCH])
 
-    def _position(self) -> tuple[int, int]:
-        epoch = int(self._shared[_EPOCH])
-        start = int(self._shared[_RESUME_START]) if int(self._shared[_RESUME_EPOCH]) == epoch else 0
-        return epoch, start
+    @property
+    def auto_epoch(self) -> bool:
+        """Whether the dataset moves to the next epoch by itself once a pass has read its last
+        sample (default True): frameworks stop after ``len(loader)`` batches without asking for the
+        end of the pass, and never call ``set_epoch`` on an iterable dataset. s3stream.DataLoader,
+        which counts what the loop received, turns it off and advances epochs itself."""
+        return bool(self._shared[_AUTO_EPOCH])
+
+    @auto_epoch.setter
+    def auto_epoch(self, on: bool) -> None:
+        self._shared[_AUTO_EPOCH] = int(bool(on))
+
+    def _world(self) -> int:
+        return rank_and_world(self._rank_arg, self._world_arg)[1]
+
+    def _fresh_pass(self, world: int) -> List[Pass]:
+        return [(world, self._stripe, self.remainder, 0)]
+
+    def _restored(self) -> Optional[List[Pass]]:
+        """The passes of the position load_state_dict restored, if it belongs to the current epoch."""
+        sh = self._shared
+        if int(sh[_RESUME_EPOCH]) != int(sh[_EPOCH]):
+            return None
+        out: List[Pass] = []
+        for i in range(int(sh[_RESUME_PASSES])):
+            w, u, r, c = sh[_PASSES_AT + 4 * i: _PASSES_AT + 4 * i + 4]
+            out.append((int(w), int(u), REMAINDERS[int(r)], int(c)))
+        return out
+
+    def _next_pass(self, world: int) -> Tuple[int, List[Pass], int]:
+        """(epoch, passes, skip) the next iteration in this process reads: a position restored in
+        this worker by torchdata, else the shared one, else the current epoch from its start."""
+        if self._worker_resume is not None:
+            resume, self._worker_resume = self._worker_resume, None  # one pass only
+            return resume
+        passes = self._restored()
+        return self.epoch, passes if passes is not None else self._fresh_pass(world), 0
 
     def fingerprint(self) -> str:
         """Identifies the shard listing: a resumed state must come from the same data."""
@@ -183,66 +231,163 @@ class ShardDataset(torch.utils.data.IterableDataset):
             h.update(f"{s.uri}\0{s.etag}\0{s.samples}\n".encode())
         return h.hexdigest()[:16]
 
+    def _identity(self) -> Dict[str, Any]:
+        # What fixes the epoch's global sequence: it must be the same for a state to apply.
+        return {"seed": self.seed, "shuffle": self.shuffle, "fingerprint": self.fingerprint(),
+                "sequence": [self.interleave, self.chunk_bytes, self.shuffle_chunks]}
+
+    def pass_length(self) -> int:
+        """Samples per rank the next iteration delivers (fewer than ``len()`` after a resume)."""
+        _, passes, _ = self._peek_pass()
+        return split_for(passes, self.total_samples).per_rank - passes[-1][3]
+
+    def _peek_pass(self) -> Tuple[int, List[Pass], int]:
+        if self._worker_resume is not None:
+            return self._worker_resume
+        passes = self._restored()
+        return self.epoch, passes if passes is not None else self._fresh_pass(self._world()), 0
+
     def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
         """Where the epoch stands. ``consumed``: samples the training loop received in the current
         iteration (s3stream.DataLoader passes it); by default, what this process yielded itself
-        (right for num_workers=0)."""
-        epoch, start = self._position()
-        done = self._yielded if consumed is None else int(consumed)
-        return {
-            "epoch": epoch,
-            "consumed": start + done,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "world_size": rank_and_world(self._rank_arg, self._world_arg)[1],
-            "batch_size": self._plan_batch_size,
-            "remainder": self.remainder,
-            "fingerprint": self.fingerprint(),
-        }
+        (right for num_workers=0). In a DataLoader worker (torchdata's StatefulDataLoader asks each
+        worker), the worker's own position, which load_state_dict restores in the same worker."""
+        if consumed is None and self._pass is not None:
+            (epoch, passes), done = self._pass, self._yielded  # what this process read itself
+        else:  # the pass the workers read (or the next one), and what the loop received of it
+            epoch, passes, _ = self._peek_pass()
+            done = int(consumed or 0)
+        *last, start = passes[-1]
+        state: Dict[str, Any] = {"plan": PLAN_VERSION, "epoch": epoch,
+                                 "passes": [list(p) for p in passes[:-1]] + [[*last, start + done]],
+                                 "consumed": start + done, "world_size": last[0], "remainder": self.remainder,
+                                 **self._identity()}
+        worker, num_workers = worker_and_count()
+        if torch.utils.data.get_worker_info() is not None:
+            # A worker only knows its own samples: its position is its share's, not the rank's.
+            state["passes"][-1][3] = start
+            state["consumed"] = start
+            state["worker"] = {"id": worker, "num_workers": num_workers, "batch_size": self._iter_batch,
+                               "consumed": self._worker_skip + self._yielded}
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """The next iteration continues the saved epoch after its ``consumed`` samples: nothing is
-        replayed, nothing skipped, whatever the number of DataLoader workers now."""
-        mine = self.state_dict(consumed=0)
-        del mine["epoch"], mine["consumed"]
-        epoch, consumed = check_state(state, mine, component="ShardDataset", per_rank=len(self))
-        self._shared[_EPOCH] = epoch
-        self._shared[_RESUME_EPOCH] = epoch
-        self._shared[_RESUME_START] = consumed
+        """The next iteration continues the saved epoch: nothing is replayed, nothing skipped,
+        whatever the number of DataLoader workers and ranks now (a state saved on any one rank
+        serves every rank of a job of any size: elastic resume)."""
+        epoch, passes = check_state(state, self._identity(), component="ShardDataset", total=self.total_samples)
+        worker_state = state.get("worker")
+        if worker_state is not None:
+            self._load_worker_state(epoch, passes, worker_state)
+            return
+        passes = continue_passes(passes, self._world(), self._stripe, self.remainder)
+        if passes[-1][3] >= split_for(passes, self.total_samples).per_rank:
+            epoch, passes = epoch + 1, []  # the saved epoch is complete: the next one starts
+        sh = self._shared
+        sh[_EPOCH], sh[_RESUME_EPOCH], sh[_RESUME_PASSES] = epoch, epoch if passes else -1, len(passes)
+        for i, (w, u, r, c) in enumerate(passes):
+            sh[_PASSES_AT + 4 * i: _PASSES_AT + 4 * i + 4] = [w, u, REMAINDERS.index(r), c]
+        if torch.utils.data.get_worker_info() is not None:
+            # In a worker (StatefulDataLoader restores a state saved at num_workers=0 in each worker):
+            # this worker's copy only, never the array the others share.
+            self._worker_resume = (epoch, passes or self._fresh_pass(self._world()), 0)
+
+    def _load_worker_state(self, epoch: int, passes: List[Pass], worker_state: Any) -> None:
+        worker, num_workers = worker_and_count()
+        ok = isinstance(worker_state, dict) and worker_state.get("id") == worker and \
+            worker_state.get("num_workers") == num_workers and isinstance(worker_state.get("consumed"), int)
+        if not ok or torch.utils.data.get_worker_info() is None:
+            raise InvalidArgumentError(
+                f"cannot resume: this state is DataLoader worker {worker_state!r:.80}'s own position, which only "
+                "that worker can continue (torchdata's StatefulDataLoader restores it there, with the same "
+                "num_workers); save the position with s3stream.DataLoader.state_dict() to resume elsewhere")
+        if passes[-1][:3] != (self._world(), self._stripe, self.remainder):
+            raise InvalidArgumentError(
+                "cannot resume: a DataLoader worker's own position continues only the same split (world size "
+                f"{passes[-1][0]}); s3stream.DataLoader.state_dict() saves one that resumes at any world size")
+        self._worker_resume = (epoch, passes, int(worker_state["consumed"]))
+        self._resume_batch = worker_state.get("batch_size")
 
     # -- iteration ---------------------------------------------------------------------------------
     def __len__(self) -> int:
-        """Samples per rank this epoch (the same on every rank)."""
-        return samples_per_rank(self.total_samples, rank_and_world(self._rank_arg, self._world_arg)[1], self.remainder)
+        """Samples per rank in a whole epoch (the same on every rank)."""
+        per_rank = samples_per_rank(self.total_samples, self._world(), self.remainder)
+        shard = wrapped_by_shard(self, caller())
+        # Accelerate's IterableDatasetShard divides len() by the number of processes, taking it for
+        # the whole stream's; what it yields here is this rank's share.
+        return per_rank * shard.num_processes if shard is not None else per_rank
 
-    def plan(self, epoch: Optional[int] = None) -> Any:
+    def plan(self, epoch: Optional[int] = None, passes: Optional[List[Pass]] = None, *,
+             world_size: Optional[int] = None, rank: Optional[int] = None) -> Any:
         """The native epoch plan for this rank (for inspection and tests)."""
-        rank, world = rank_and_world(self._rank_arg, self._world_arg)
+        my_rank, world = rank_and_world(self._rank_arg, self._world_arg)
+        world = world if world_size is None else world_size
+        passes = passes or self._fresh_pass(world)
         o = _core.PlanOptions()
         o.seed, o.epoch = self.seed, self.epoch if epoch is None else epoch
-        o.world_size, o.rank, o.shuffle = world, rank, self.shuffle
-        o.remainder = _core.Remainder.drop if self.remainder == "drop" else _core.Remainder.pad
-        o.batch_size, o.interleave = self._plan_batch_size, self.interleave
-        o.chunk_bytes, o.shuffle_chunks = self.chunk_bytes, self.shuffle_chunks
-        return _core.EpochPlan.make(self._native_shards(), o)
+        o.world_size, o.rank, o.shuffle = passes[-1][0], my_rank if rank is None else rank, self.shuffle
+        o.remainder = _core.Remainder.drop if passes[-1][2] == "drop" else _core.Remainder.pad
+        o.batch_size, o.interleave = self._iter_batch or self._plan_batch_size, self.interleave
+        o.chunk_bytes, o.shuffle_chunks, o.stripe = self.chunk_bytes, self.shuffle_chunks, passes[-1][1]
+        remaining = None if len(passes) == 1 else split_for(passes, self.total_samples).remaining
+        return _core.EpochPlan.make(self._native_shards(), o, remaining)
+
+    def _batch_for(self, detected: Optional[int]) -> int:
+        if detected is None:
+            return self._plan_batch_size
+        if self.batch_size is not None and detected != self.batch_size and not self._warned_batch:
+            self._warned_batch = True
+            print(f"s3stream: ShardDataset(batch_size={self.batch_size}) but the DataLoader takes batches of "
+                  f"{detected}; dealing batches of {detected} to its workers", file=sys.stderr)
+        return detected
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, start = self._position()
+        # A generator: its body runs at the first next(), where the caller is DataLoader's fetcher
+        # asking for a batch (consumers.py reads the batch size there), not at iter().
+        consumer = detect(self, caller())
+        rank, world = rank_and_world(self._rank_arg, self._world_arg)
+        if consumer.accelerate_dispatch:
+            rank, world = 0, 1  # Accelerate reads for every process on process 0 and splits batches itself
+        self._iter_batch = self._batch_for(consumer.batch_size)
+        epoch, passes, skip = self._next_pass(world)
+        if skip and self._resume_batch != self._iter_batch:
+            raise InvalidArgumentError(
+                f"cannot resume this DataLoader worker: its position counts batches of {self._resume_batch}, "
+                f"the DataLoader now takes {self._iter_batch}; resume with the saved batch size")
+        if passes[-1][0] != world:  # the world changed since the position was saved: continue it elastically
+            passes = continue_passes(passes, world, self._stripe, self.remainder)
         worker, num_workers = worker_and_count()
-        shards = self._native_shards()
-        plan = self.plan(epoch)
+        plan = self.plan(epoch, passes, world_size=world, rank=rank)
         ahead = self.max_bytes_ahead
         if ahead is None:
             ahead = min(64 * MiB, max(16 * MiB, AHEAD_BUDGET // num_workers))
-        reader = _core.ShardReader(shards, plan, worker, num_workers, start, ahead, self.piece_size)
-        self._iteration_start, self._yielded = start, 0
+        start = passes[-1][3]
+        reader = _core.ShardReader(self._native_shards(), plan, worker, num_workers, start, ahead, self.piece_size,
+                                   skip)
+        self._pass, self._yielded, self._worker_skip = (epoch, passes), 0, skip
+        last = plan.samples_per_rank - 1
+        if start > last:  # nothing left of the epoch
+            self._advance(epoch)
+        samples = self._samples(reader, epoch, last)
+        if consumer.shard is not None:
+            samples = shard_layout(samples, consumer.shard, world, self._iter_batch)
+        yield from samples
+
+    def _samples(self, reader: Any, epoch: int, last: int) -> Iterator[Any]:
         transform = self.transform
         while True:
             sample = reader.next()
             if sample is None:
                 return
+            if sample["__index__"] == last:
+                self._advance(epoch)  # before the yield: the consumer may never ask again
             self._yielded += 1
             yield transform(sample) if transform is not None else sample
+
+    def _advance(self, epoch: int) -> None:
+        """A pass over ``epoch`` read its last sample: the next pass reads the next epoch."""
+        if self._shared[_AUTO_EPOCH]:
+            self._shared[_EPOCH] = epoch + 1
 
     def _native_shards(self) -> Any:
         # Native state never crosses a fork: each process builds its own (cheap: no I/O).

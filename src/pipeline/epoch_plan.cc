@@ -12,7 +12,8 @@ namespace {
 using internal::Prng;
 
 // Stage tags keep the generators of different stages independent.
-enum Stage : uint64_t { kShardOrder = 1, kChunkBuffer = 2, kBatchShuffle = 3, kMapOrder = 4 };
+// (3 was a within-batch shuffle, dropped: a batch is a set, its order taught nothing.)
+enum Stage : uint64_t { kShardOrder = 1, kChunkBuffer = 2, kMapOrder = 4 };
 
 // A run of consecutive samples of one shard.
 struct Segment {
@@ -30,31 +31,6 @@ Status ValidateOptions(const PlanOptions& o) {
   if (o.interleave < 1) return InvalidArgument("interleave must be >= 1, got " + std::to_string(o.interleave));
   if (o.shuffle_chunks < 1) return InvalidArgument("shuffle_chunks must be >= 1");
   return Status::Ok();
-}
-
-// The rank's share of the epoch's sample sequence (shards in epoch order, samples in shard order),
-// as segments. Positions past the end wrap around to the start (padding).
-std::vector<Segment> RankSegments(const std::vector<ShardLayout>& shards, const std::vector<uint32_t>& shard_order,
-                                  uint64_t total, uint64_t begin, uint64_t count) {
-  std::vector<Segment> out;
-  // Cumulative start of each shard in epoch order.
-  std::vector<uint64_t> starts(shard_order.size());
-  uint64_t acc = 0;
-  for (size_t i = 0; i < shard_order.size(); ++i) {
-    starts[i] = acc;
-    acc += shards[shard_order[i]].samples();
-  }
-  uint64_t pos = begin % total;
-  while (count > 0) {
-    size_t i = std::upper_bound(starts.begin(), starts.end(), pos) - starts.begin() - 1;
-    while (shards[shard_order[i]].samples() == 0) ++i;  // skip empty shards sharing a start
-    const uint64_t within = pos - starts[i];
-    const uint64_t take = std::min(count, shards[shard_order[i]].samples() - within);
-    out.push_back({shard_order[i], within, take});
-    count -= take;
-    pos = (pos + take) % total;
-  }
-  return out;
 }
 
 // Splits segments into chunks of consecutive samples of about chunk_bytes (at least one sample).
@@ -126,12 +102,28 @@ std::vector<uint64_t> EpochPermutation(uint64_t n, uint64_t seed, uint64_t epoch
   return order;
 }
 
-uint64_t SamplesPerRank(uint64_t total, int world_size, Remainder remainder) {
-  const auto world = static_cast<uint64_t>(std::max(1, world_size));
-  return remainder == Remainder::kDrop ? total / world : total / world + (total % world != 0);
+
+uint64_t DefaultStripe(const std::vector<ShardLayout>& shards, uint64_t chunk_bytes) {
+  uint64_t samples = 0, bytes = 0;
+  for (const ShardLayout& s : shards) {
+    if (s.samples() == 0) continue;
+    samples += s.samples();
+    bytes += s.offsets.back() - s.offsets.front();
+  }
+  if (samples == 0 || bytes == 0) return 1;
+  // samples * chunk_bytes / bytes, in floating point: the product can pass 2^64.
+  const double stripe = static_cast<double>(samples) * static_cast<double>(chunk_bytes) / static_cast<double>(bytes);
+  return stripe < 1 ? 1 : stripe > static_cast<double>(samples) ? samples : static_cast<uint64_t>(stripe + 0.5);
 }
 
 Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const PlanOptions& o) {
+  uint64_t total = 0;
+  for (const ShardLayout& s : shards) total += s.samples();
+  return Make(shards, o, total == 0 ? std::vector<PositionRange>{} : std::vector<PositionRange>{{0, total}});
+}
+
+Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const PlanOptions& o,
+                                  std::vector<PositionRange> remaining) {
   S3S_RETURN_IF_ERROR(ValidateOptions(o));
   uint64_t total = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -142,40 +134,48 @@ Result<EpochPlan> EpochPlan::Make(const std::vector<ShardLayout>& shards, const 
     total += shards[i].samples();
   }
   if (total == 0) return InvalidArgument("the dataset is empty: its shards contain no samples");
-  const auto world = static_cast<uint64_t>(o.world_size);
-  const uint64_t per_rank = SamplesPerRank(total, o.world_size, o.remainder);
-  if (per_rank == 0) {
+  if (!remaining.empty() && remaining.back().end > total) {
+    return InvalidArgument("the remaining positions reach " + std::to_string(remaining.back().end) +
+                           ", past the epoch's " + std::to_string(total) + " samples (a state from other data?)");
+  }
+  const bool whole = remaining.size() == 1 && remaining[0] == PositionRange{0, total};
+  const uint64_t stripe = o.stripe != 0 ? o.stripe : DefaultStripe(shards, o.chunk_bytes);
+  S3S_ASSIGN_OR_RETURN(RankSplit split, RankSplit::Make(std::move(remaining), o.world_size, stripe, o.remainder));
+  if (whole && split.per_rank() == 0) {
     return InvalidArgument("the dataset has " + std::to_string(total) + " samples, fewer than the " +
-                           std::to_string(world) + " ranks: with drop every rank would get none; use pad");
+                           std::to_string(o.world_size) + " ranks: with drop every rank would get none; use pad");
   }
 
+  // The epoch's global sequence, the same whatever the world size: shards in epoch order, read
+  // `interleave` at a time in chunks, reordered by a shuffle buffer of chunks.
   std::vector<uint32_t> shard_order(shards.size());
   std::iota(shard_order.begin(), shard_order.end(), 0);
   if (o.shuffle) Prng::For({o.seed, o.epoch, kShardOrder}).Shuffle(shard_order.begin(), shard_order.end());
-
-  std::vector<Segment> segments = RankSegments(shards, shard_order, total, o.rank * per_rank, per_rank);
-  // Without shuffling the order is simply the epoch's sequence: no interleaving either.
+  std::vector<Segment> segments;
+  for (uint32_t s : shard_order) {
+    if (shards[s].samples() > 0) segments.push_back({s, 0, shards[s].samples()});
+  }
   PlanOptions mix = o;
-  if (!o.shuffle) mix.interleave = 1;
+  if (!o.shuffle) mix.interleave = 1;  // without shuffling: shards in order, samples in order
   std::vector<Segment> chunks = Interleave(shards, segments, mix);
-  if (o.shuffle) {
-    chunks = ShuffleBuffer(std::move(chunks), o.shuffle_chunks, Prng::For({o.seed, o.epoch, (uint64_t)o.rank, kChunkBuffer}));
+  if (o.shuffle) chunks = ShuffleBuffer(std::move(chunks), o.shuffle_chunks, Prng::For({o.seed, o.epoch, kChunkBuffer}));
+  std::vector<uint64_t> chunk_starts(chunks.size());
+  uint64_t acc = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    chunk_starts[i] = acc;
+    acc += chunks[i].count;
   }
 
   EpochPlan plan;
   plan.total_samples_ = total;
   plan.batch_size_ = o.batch_size;
-  plan.order_.reserve(per_rank);
-  for (const Segment& c : chunks) {
-    for (uint64_t i = 0; i < c.count; ++i) plan.order_.push_back({c.shard, static_cast<uint32_t>(c.first + i)});
+  plan.positions_ = split.RankPositions(o.rank);
+  plan.order_.reserve(plan.positions_.size());
+  for (uint64_t p : plan.positions_) {
+    const size_t c = std::upper_bound(chunk_starts.begin(), chunk_starts.end(), p) - chunk_starts.begin() - 1;
+    plan.order_.push_back({chunks[c].shard, static_cast<uint32_t>(chunks[c].first + (p - chunk_starts[c]))});
   }
-  if (o.shuffle && o.batch_size > 1) {
-    Prng rng = Prng::For({o.seed, o.epoch, (uint64_t)o.rank, kBatchShuffle});
-    for (size_t b = 0; b < plan.order_.size(); b += o.batch_size) {
-      auto first = plan.order_.begin() + b;
-      rng.Shuffle(first, first + std::min<size_t>(o.batch_size, plan.order_.size() - b));
-    }
-  }
+  plan.split_ = std::move(split);
   return plan;
 }
 

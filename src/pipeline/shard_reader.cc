@@ -37,9 +37,10 @@ struct ShardSampleReader::Batch {
 };
 
 ShardSampleReader::ShardSampleReader(std::shared_ptr<const ShardSet> shards, const EpochPlan& plan, int worker,
-                                     int num_workers, uint64_t start, ShardReaderOptions options)
+                                     int num_workers, uint64_t start, uint64_t skip, ShardReaderOptions options)
     : shards_(std::move(shards)), fetcher_([this] { return NextRange(); }, WindowOf(options)) {
   positions_ = plan.WorkerPositions(worker, num_workers, start);
+  positions_.erase(positions_.begin(), positions_.begin() + std::min<uint64_t>(skip, positions_.size()));
   refs_.reserve(positions_.size());
   for (uint64_t p : positions_) refs_.push_back(plan.order()[p]);
   for (const SampleRef& ref : refs_) {

@@ -149,7 +149,7 @@ TEST_P(ExactlyOnceRead, EveryRankAndWorkerTogetherReadEachSampleOnce) {
       ShardReaderOptions ro;
       ro.piece_size = 16 << 10;  // runs split into several pieces
       ro.max_bytes_ahead = 100 << 10;
-      ShardSampleReader reader(set, plan, w, l.workers, 0, ro);
+      ShardSampleReader reader(set, plan, w, l.workers, 0, 0, ro);
       for (;;) {
         auto next = reader.Next();
         ASSERT_TRUE(next.ok()) << next.status().ToString();
@@ -197,7 +197,7 @@ TEST_F(ShardPipelineTest, ReadAheadWindowGrowsOnlyWhenTheConsumerWaits) {
     ShardReaderOptions ro;
     ro.piece_size = 256 << 10;  // initial window: two pieces, about three batches
     ro.max_bytes_ahead = 8 << 20;
-    ShardSampleReader reader(set, plan, 0, 1, 0, ro);
+    ShardSampleReader reader(set, plan, 0, 1, 0, 0, ro);
     size_t n = 0;
     for (;;) {
       auto next = reader.Next();

@@ -300,20 +300,45 @@ def test_order_is_a_pure_function_of_seed_epoch_and_rank():
     assert list(a) == b.indices(5) != b.indices(0)
     assert s3stream.EpochSampler(1000, seed=4, rank=1, world_size=2).indices(5) != a.indices(5)
     assert s3stream.EpochSampler(1000, seed=3, rank=0, world_size=2).indices(5) != a.indices(5)
+    # Ranks take turns in the epoch's order (DistributedSampler's dealing); pad wraps to its start.
     plain = s3stream.EpochSampler(10, shuffle=False, rank=1, world_size=3, remainder="pad")
-    assert list(plain) == [4, 5, 6, 7] and plain.indices(3) == [4, 5, 6, 7]
-    assert s3stream.EpochSampler(10, shuffle=False, rank=2, world_size=3, remainder="pad").indices() == [8, 9, 0, 1]
+    assert list(plain) == [1, 4, 7, 0] and plain.indices(3) == [1, 4, 7, 0]
+    assert s3stream.EpochSampler(10, shuffle=False, rank=2, world_size=3, remainder="pad").indices() == [2, 5, 8, 1]
 
 
-def test_iterating_an_epoch_twice_warns_once():
+def test_a_complete_pass_moves_on_to_the_next_epoch():
+    """A plain loop and torchdata's StatefulDataLoader never call set_epoch: a pass that ran to its
+    end moves the sampler on; set_epoch still chooses, and auto_epoch=False repeats."""
     s = s3stream.EpochSampler(10)
-    list(s)
-    with pytest.warns(UserWarning, match="set_epoch"):
-        list(s)
-    s.set_epoch(1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        list(s)
+    assert list(s) == s.indices(0)
+    assert list(s) == s.indices(1) != s.indices(0) and s.epoch == 1
+    s.set_epoch(0)
+    assert list(s) == s.indices(0)
+    s.set_epoch(2)
+    for _ in s:  # a pass left early does not move on
+        break
+    assert list(s) == s.indices(2)
+    s.auto_epoch = False
+    s.set_epoch(4)
+    assert list(s) == list(s) == s.indices(4)
+
+
+@pytest.mark.parametrize("new_world", [1, 3, 5])
+def test_elastic_resume_at_another_world_size(new_world):
+    """Rank 0's state of a 4-rank job resumes a job of any size: every index the saved run had not
+    delivered comes exactly once, none it had delivered comes again."""
+    n, k = 103, 7
+    saved = [s3stream.EpochSampler(n, seed=5, rank=r, world_size=4) for r in range(4)]
+    first = [i for s in saved for i in list(s)[:k]]
+    state = json.loads(json.dumps(saved[0].state_dict(consumed=k)))
+    second = []
+    for r in range(new_world):
+        s = s3stream.EpochSampler(n, seed=5, rank=r, world_size=new_world, remainder="pad")
+        s.load_state_dict(state)
+        second += list(s)
+    assert not set(first) & set(second)
+    assert set(first) | set(second) == set(range(n))
+    assert len(second) - len(set(second)) < new_world
 
 
 def test_rank_and_world_sources(monkeypatch):
@@ -389,8 +414,7 @@ def test_s3stream_dataloader_advances_the_epoch_by_itself(uris, client):
     # Repeating an epoch on purpose needs advance_epoch=False.
     fixed = s3stream.EpochSampler(ds, seed=2)
     loader_fixed = s3stream.DataLoader(ds, batch_size=4, sampler=fixed, collate_fn=collate_list, advance_epoch=False)
-    with pytest.warns(UserWarning, match="set_epoch"):
-        assert [[k for b in loader_fixed for k in b] for _ in range(2)] == [[uris[i] for i in fixed.indices(0)]] * 2
+    assert [[k for b in loader_fixed for k in b] for _ in range(2)] == [[uris[i] for i in fixed.indices(0)]] * 2
     loader.set_epoch(3)
     assert explicit.epoch == 3
     # A loop that breaks early repeats the epoch instead of skipping ahead.
@@ -519,15 +543,13 @@ def test_resume_refuses_a_state_from_other_data(uris, client):
     state = s3stream.EpochSampler(ds, seed=1).state_dict(consumed=5)
     for other, match in [
         (s3stream.EpochSampler(ds, seed=2), "seed"),
-        (s3stream.EpochSampler(ds, seed=1, rank=0, world_size=2), "world_size"),
-        (s3stream.EpochSampler(ds, seed=1, remainder="pad", rank=0, world_size=2), "world_size"),
         (s3stream.EpochSampler(s3stream.MapDataset.from_objects(uris[:-1], client=client), seed=1), "num_samples"),
         (s3stream.EpochSampler(s3stream.MapDataset.from_objects(uris[::-1], client=client), seed=1), "fingerprint"),
     ]:
         with pytest.raises(s3stream.InvalidArgumentError, match=match):
             other.load_state_dict(state)
     with pytest.raises(s3stream.InvalidArgumentError, match="past"):
-        s3stream.EpochSampler(ds, seed=1).load_state_dict({**state, "consumed": 46})
+        s3stream.EpochSampler(ds, seed=1).load_state_dict({**state, "passes": [[1, 1, "drop", 46]]})
     with pytest.raises(s3stream.InvalidArgumentError, match="past the end"):
         s3stream.EpochSampler(ds, seed=1).state_dict(consumed=46)
     with pytest.raises(s3stream.InvalidArgumentError, match="not an EpochSampler state"):

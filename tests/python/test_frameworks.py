@@ -1,0 +1,87 @@
+"""The datasets inside the loaders frameworks build: a plain torch DataLoader stopped after
+len(loader) batches (what Lightning does), and torchdata's StatefulDataLoader, which checkpoints
+each worker on its own and never calls set_epoch. Against moto, through the real S3 path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch.utils.data
+
+from shard_helpers import ShardDataset, collate_list, make_shards, upload
+
+torchdata = pytest.importorskip("torchdata.stateful_dataloader", reason="torchdata is in tests/requirements.txt")
+
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+
+SHARDS = [50] * 6  # 300 samples
+BATCH = 10
+
+
+@pytest.fixture
+def shards(boto3_client, bucket):
+    return upload(boto3_client, bucket, make_shards(SHARDS))
+
+
+def dataset(shards, client, **kw) -> ShardDataset:
+    return ShardDataset(shards.uris, client=client, seed=3, progress=False, **kw)
+
+
+def keys(batches) -> list[str]:
+    return [s["__key__"] for b in batches for s in b]
+
+
+def take_len(loader) -> list:
+    """Lightning's way: exactly len(loader) batches, never asking for the end of the pass."""
+    it = iter(loader)
+    out = [next(it) for _ in range(len(loader))]
+    del it
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_plain_loader_stopped_after_len_batches_moves_to_the_next_epoch(shards, client, workers):
+    ds = dataset(shards, client)
+    kw = dict(multiprocessing_context="fork") if workers else {}
+    loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=workers, collate_fn=collate_list, **kw)
+    assert len(loader) == 300 // BATCH
+    epochs = [keys(take_len(loader)) for _ in range(3)]
+    for got in epochs:
+        assert sorted(got) == sorted(set(got)) and len(got) == 300  # each sample once per epoch
+    assert epochs[0] != epochs[1] != epochs[2] != epochs[0], "epochs repeated their order"
+    assert ds.epoch == 3
+    # The batch size came from the loader, though the dataset was never told: the sequence is the
+    # plan's for batches of BATCH whatever the number of workers.
+    reference = dataset(shards, client, batch_size=BATCH)
+    reference.set_epoch(0)
+    assert epochs[0] == [s["__key__"] for s in reference]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_resumes_without_replay_and_moves_on(shards, client, workers):
+    """Each worker's own position comes back to that worker: nothing replayed, nothing skipped
+    (at num_workers=2 the old state replayed 40 samples), and epochs advance though torchdata
+    never calls set_epoch."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    kw = dict(multiprocessing_context="fork") if workers else {}
+
+    def make():
+        return StatefulDataLoader(dataset(shards, client), batch_size=BATCH, num_workers=workers,
+                                  collate_fn=collate_list, **kw)
+
+    whole = make()
+    reference = [keys(take_len(whole)) for _ in range(2)]
+    assert reference[0] != reference[1]
+
+    first = make()
+    it = iter(first)
+    seen = keys(next(it) for _ in range(7))
+    state = first.state_dict()
+    del it, first
+    second = make()
+    second.load_state_dict(json.loads(json.dumps(state, default=list)) if workers == 0 else state)
+    rest = keys(second)
+    assert seen + rest == reference[0], "replayed or skipped samples"
+    assert keys(take_len(second)) == reference[1]  # then the next epoch
