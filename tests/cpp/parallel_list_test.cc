@@ -102,9 +102,16 @@ class ListingStore : public ObjectStore {
     auto it = std::lower_bound(keys_.begin(), keys_.end(), request.prefix);
     if (!after.empty()) it = std::max(it, std::upper_bound(keys_.begin(), keys_.end(), after));
     ListPage page;
-    for (; it != keys_.end() && it->compare(0, request.prefix.size(), request.prefix) == 0; ++it) {
-      if (page.objects.size() == static_cast<size_t>(request.max_keys)) {
-        page.next_continuation_token = "T:" + page.objects.back().key;
+    const std::string& delimiter = request.delimiter;
+    std::string last;  // the last item: a key or a common prefix
+    if (!delimiter.empty() && after.size() >= delimiter.size() &&
+        after.compare(after.size() - delimiter.size(), delimiter.size(), delimiter) == 0) {
+      it = std::lower_bound(it, keys_.end(), after + '\xff');  // resuming after a common prefix
+    }
+    while (it != keys_.end() && it->compare(0, request.prefix.size(), request.prefix) == 0) {
+      const size_t cut = delimiter.empty() ? std::string::npos : it->find(delimiter, request.prefix.size());
+      if (page.objects.size() + page.common_prefixes.size() == static_cast<size_t>(request.max_keys)) {
+        page.next_continuation_token = "T:" + last;
         if (repeat_tokens) {  // the first token, over and over
           std::lock_guard<std::mutex> lock(mu_);
           if (first_token_.empty()) first_token_ = page.next_continuation_token;
@@ -112,7 +119,15 @@ class ListingStore : public ObjectStore {
         }
         break;
       }
+      if (cut != std::string::npos) {  // rolled up into a common prefix
+        last = it->substr(0, cut + delimiter.size());
+        page.common_prefixes.push_back(last);
+        it = std::lower_bound(it, keys_.end(), last + '\xff');
+        continue;
+      }
+      last = *it;
       page.objects.push_back(ObjectInfo{*it, it->size(), "etag", ""});
+      ++it;
     }
     if (shuffle_pages && page.objects.size() > 1) std::swap(page.objects.front(), page.objects.back());
     return page;
@@ -133,6 +148,8 @@ std::vector<std::string> Layout(const std::string& name, int n) {
       std::snprintf(buf, sizeof buf, "data/%07d.jpg", i);
     } else if (name == "unpadded") {
       std::snprintf(buf, sizeof buf, "data/img_%d.png", i);
+    } else if (name == "deep") {  // a long run shared by every key: 0000000000000000123ab...
+      std::snprintf(buf, sizeof buf, "data/%032llx", static_cast<unsigned long long>(rng() >> 22));
     } else if (name == "hex") {
       std::snprintf(buf, sizeof buf, "data/%016llx", static_cast<unsigned long long>(rng()));
     } else if (name == "tree") {
@@ -142,6 +159,16 @@ std::vector<std::string> Layout(const std::string& name, int n) {
         std::snprintf(buf, sizeof buf, "data/big/%07d", i);
       } else {
         std::snprintf(buf, sizeof buf, "data/d%03d/x%d", i % 97, i);
+      }
+    } else if (name == "clusters") {  // a few groups far apart in the key space, of different shapes
+      if (i % 4 == 0) {
+        std::snprintf(buf, sizeof buf, "data/train/class%02d/%05d.jpg", i % 8, i);
+      } else if (i % 4 == 1) {
+        std::snprintf(buf, sizeof buf, "data/flat/img_%d.png", i);
+      } else if (i % 4 == 2) {
+        std::snprintf(buf, sizeof buf, "data/hash/%016llx", static_cast<unsigned long long>(rng()));
+      } else {
+        std::snprintf(buf, sizeof buf, "data/val %d/%07d", i % 5, i);
       }
     } else {  // "unicode": keys with multi-byte characters and spaces
       std::snprintf(buf, sizeof buf, "data/caf\xc3\xa9 %d/\xe6\x97\xa5%05d", i % 13, i);
@@ -203,7 +230,12 @@ TEST_P(ParallelListLayouts, EqualsTheSequentialListing) {
     EXPECT_EQ(store->requests.load(), std::max(1, pages));  // exactly the sequential listing
   } else if (pages >= 50) {
     EXPECT_GE(store->max_in_flight.load(), pages >= 200 ? c.max_requests / 2 : 4) << "did not spread";
-    EXPECT_LE(store->requests.load(), pages * 3 / 2) << "too many wasted requests";
+    // Ranges that hold nothing and pages that run past their range cost requests: about a
+    // quarter more for keys of one shape; for clusters of different shapes, or keys that share a
+    // long run ("deep"), split points land in the gaps between them until they close in on the
+    // keys, one empty request (no key sent) at a time: up to about five times.
+    const bool clustered = c.layout == "clusters" || c.layout == "deep";
+    EXPECT_LE(store->requests.load(), clustered ? pages * 5 + 10 : pages * 3 / 2) << "too many wasted requests";
   }
 }
 
@@ -211,6 +243,8 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, ParallelListLayouts,
     ::testing::Values(Case{"flat", 20000, 16, 100}, Case{"unpadded", 20000, 16, 100}, Case{"hex", 20000, 16, 100},
                       Case{"tree", 20000, 16, 100}, Case{"skewed", 20000, 16, 100}, Case{"unicode", 5000, 16, 50},
+                      Case{"clusters", 2600, 16, 50}, Case{"clusters", 20000, 32, 100}, Case{"deep", 600, 16, 50},
+                      Case{"deep", 20000, 16, 100},
                       Case{"flat", 20000, 1, 1000}, Case{"flat", 150, 8, 1000}, Case{"hex", 3000, 64, 7},
                       Case{"flat", 0, 8, 10}),
     [](const ::testing::TestParamInfo<Case>& info) {
@@ -223,7 +257,8 @@ TEST(ParallelListTest, SmallListingCostsNoMoreThanAFewRequests) {
   auto lister = ParallelLister::Start(store, "data/", ParallelListOptions{32, 1000});
   ASSERT_TRUE(lister.ok());
   ASSERT_TRUE(ListAll(**lister).ok());
-  EXPECT_LE(store->requests.load(), 2 + 4) << "a 2-page listing split into " << store->requests.load();
+  // The 2 pages, the delimiter listing, and splits of the first page's range.
+  EXPECT_LE(store->requests.load(), 2 + 1 + 4) << "a 2-page listing split into " << store->requests.load();
 }
 
 TEST(ParallelListTest, StoreAnsweringOnTheCallersThread) {
@@ -278,7 +313,7 @@ TEST(ParallelListTest, NextWithATimeoutReturnsNothingYet) {
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(first->has_value());
   EXPECT_TRUE((*first)->empty());
-  EXPECT_EQ((*lister)->Progress().in_flight, 1);
+  EXPECT_EQ((*lister)->Progress().in_flight, 2);  // the first page and the delimiter listing
   auto listed = ListAll(**lister);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 101u);
