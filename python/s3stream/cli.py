@@ -22,7 +22,15 @@ def _cat(client: Client, args: argparse.Namespace) -> None:
 
 
 def _ls(client: Client, args: argparse.Namespace) -> None:
-    for info in client.list(args.uri, delimiter="" if args.recursive else "/"):
+    if args.recursive:
+        from .listing import list_objects
+
+        # Keys stream to stdout in order; a progress bar on the same terminal would garble them.
+        progress = args.progress if args.progress is not None else (False if sys.stdout.isatty() else None)
+        listing = list_objects(client, args.uri, parallelism=args.parallelism, progress=progress)
+    else:
+        listing = client.list(args.uri, delimiter="/")
+    for info in listing:
         if info.key.endswith("/") and info.size == 0 and not info.etag:
             print(f"{'PRE':>12}  {info.key}")
         else:
@@ -64,9 +72,15 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     cat = sub.add_parser("cat", parents=[connection], help="stream an object to stdout")
     cat.add_argument("uri")
-    ls = sub.add_parser("ls", parents=[connection], help="list objects under a prefix")
+    ls = sub.add_parser("ls", parents=[connection], help="list objects under a prefix",
+                        description="List the objects under a prefix: one level, or (-r) every object, with parallel "
+                                    "LIST requests.")
     ls.add_argument("uri")
     ls.add_argument("-r", "--recursive", action="store_true")
+    ls.add_argument("--parallelism", type=_positive, default=32,
+                    help="LIST requests in flight for -r (default 32; 1: sequential)")
+    ls.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a count of the objects listed on stderr (default: when stderr is a terminal)")
     index = sub.add_parser("index", parents=[connection],
                            help="build the sample index of tar shards (one streaming pass, all in parallel)")
     index.add_argument("urls", nargs="+", help="shard URIs, brace patterns ({000000..000127}) or prefixes")

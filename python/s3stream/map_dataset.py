@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import sys
-import time
 from array import array
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -32,12 +30,9 @@ import torch.utils.data
 from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client
 from .errors import InvalidArgumentError
+from .listing import DEFAULT_PARALLELISM, list_objects, uri_base
 
-# Progress for long listings: nothing for a listing that finishes within _PROGRESS_AFTER_S, then a
-# line on stderr every _PROGRESS_EVERY_S. Module attributes so tests (and impatient users) can tune.
-_PROGRESS_AFTER_S = 2.0
-_PROGRESS_EVERY_S = 1.0
-_LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum)
+_LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum); tests make it smaller
 
 
 class Sample(NamedTuple):
@@ -99,16 +94,6 @@ class _KeyTable:
 
     def __setstate__(self, state: Tuple[str, bytes, array]) -> None:
         self.base, self.blob, self.offsets = state
-
-
-def _listing_base(uri: str) -> str:
-    """What to put before a listed key to get its URI back (keys are relative to the store root)."""
-    if uri.startswith("s3://"):
-        bucket = uri[len("s3://") :].split("/", 1)[0]
-        return f"s3://{bucket}/"
-    if uri.startswith("file://"):
-        return "file:///"  # the file store's keys are absolute paths without the leading '/'
-    return "/"  # a plain path: listed keys are absolute paths without the leading '/'
 
 
 class MapDataset(torch.utils.data.Dataset):
@@ -178,18 +163,24 @@ class MapDataset(torch.utils.data.Dataset):
         client: Optional[Client] = None,
         *,
         suffixes: Union[str, Sequence[str], None] = None,
-        progress: bool = True,
+        progress: Optional[bool] = None,
+        parallelism: int = DEFAULT_PARALLELISM,
     ) -> "MapDataset":
         """A dataset over every object whose key starts with the URI's key, in key order.
 
-        The listing is streamed page by page (memory stays at the keys' size) and happens here, once.
-        Keys ending in ``/`` (the "directory markers" consoles create) are skipped. The prefix is
-        taken verbatim, as S3 does: ``s3://b/train`` also matches ``s3://b/train2/...``; end it with
-        ``/`` to stay inside one "directory".
+        The listing happens here, once, with up to ``parallelism`` LIST requests in flight over
+        ranges of the key space (:func:`s3stream.listing.list_objects`: the same keys, each once,
+        in key order, as a sequential listing); memory stays at the keys' size. Keys ending in ``/``
+        (the "directory markers" consoles create) are skipped. The prefix is taken verbatim, as S3
+        does: ``s3://b/train`` also matches ``s3://b/train2/...``; end it with ``/`` to stay inside
+        one "directory".
 
         Args:
             suffixes: keep only keys ending with one of these (``".jpg"`` or ``(".jpg", ".png")``).
-            progress: report on stderr while a listing takes longer than a couple of seconds.
+            progress: a count of the objects listed on stderr while the listing runs longer than a
+                couple of seconds (a tqdm bar when tqdm is installed); None: only when stderr is a
+                terminal.
+            parallelism: LIST requests in flight at once; 1 lists sequentially.
 
         Raises:
             InvalidArgumentError: nothing matched (the message names the prefix).
@@ -209,10 +200,7 @@ class MapDataset(torch.utils.data.Dataset):
         listed = markers = 0
         previous = b""
         in_order = True
-        t0 = last_report = time.monotonic()
-        reported = False
-        tty = progress and sys.stderr is not None and sys.stderr.isatty()
-        for info in client.list(uri, page_size=_LIST_PAGE_SIZE):
+        for info in list_objects(client, uri, parallelism=parallelism, page_size=_LIST_PAGE_SIZE, progress=progress):
             listed += 1
             key = info.key
             if key.endswith("/"):
@@ -224,18 +212,8 @@ class MapDataset(torch.utils.data.Dataset):
                 previous = encoded
                 blob += encoded
                 offsets.append(len(blob))
-            if progress:
-                now = time.monotonic()
-                if now - t0 >= _PROGRESS_AFTER_S and now - last_report >= _PROGRESS_EVERY_S:
-                    last_report, reported = now, True
-                    line = f"s3stream: listed {listed:,} objects under {uri} ..."
-                    print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-        if reported:
-            kept = len(offsets) - 1
-            line = f"s3stream: listed {listed:,} objects under {uri} in {time.monotonic() - t0:.1f}s ({kept:,} kept)"
-            print(("\r" + line) if tty else line, file=sys.stderr, flush=True)
 
-        table = _KeyTable(_listing_base(uri), bytes(blob), offsets)
+        table = _KeyTable(uri_base(uri), bytes(blob), offsets)
         del blob
         if len(table) == 0:
             detail = f"{listed:,} keys listed"
@@ -245,8 +223,9 @@ class MapDataset(torch.utils.data.Dataset):
                 detail += f", none ending in {', '.join(wanted)}"
             raise InvalidArgumentError(f"no objects under {uri} ({detail}); check the prefix")
         if not in_order:
-            # S3 lists in UTF-8 byte order; a store that does not still gets a deterministic order,
-            # because the epoch plan is a function of the listing's order.
+            # S3 lists in UTF-8 byte order; a store that does not (listed sequentially: a parallel
+            # listing refuses it) still gets a deterministic order, because the epoch plan is a
+            # function of the listing's order.
             keys = sorted((table.key(i) for i in range(len(table))), key=lambda k: k.encode("utf-8"))
             table = _KeyTable.from_strings(table.base, keys)
         dataset = cls.__new__(cls)
