@@ -31,12 +31,18 @@ namespace s3stream {
 struct ParallelListOptions {
   int max_requests = 32;  // LIST requests in flight at once; 1 lists sequentially
   int max_keys = 1000;    // keys per request, 1..1000
+  // Objects listed but not yet handed out by Next, beyond which ranges stop listing until Next
+  // has taken half of them (the first range, the one Next waits for, as soon as Next took what it
+  // listed): a slow consumer (ls piped into a pager) holds about this many in memory, plus the
+  // pages in flight, not the whole listing.
+  uint64_t max_buffered = 1000000;
 };
 
 struct ListProgress {
   uint64_t objects = 0;   // listed so far, in any order (not yet all handed out by Next)
   uint64_t requests = 0;  // LIST requests sent
   int in_flight = 0;
+  uint64_t buffered = 0;  // listed, not yet handed out
   bool done = false;
 };
 

@@ -37,7 +37,9 @@ struct Range {
   std::string token;                  // continuation token of the next request
   std::set<std::string> tokens;       // every token it was given: a repeat would loop forever
   std::vector<ObjectInfo> ready;      // taken, not yet handed out
+  bool started = false;
   bool done = false;
+  bool parked = false;  // has a next page, waits until fewer objects are buffered
   int split_credit = 0;
   // How densely its last page was packed: sample_count keys after sample_from, up to the cursor
   // (the page's second half: a key far from the others, like one named as the prefix, tends to
@@ -69,6 +71,7 @@ struct ParallelLister::State {
   int open = 0;  // ranges not done
   uint64_t objects = 0;
   uint64_t requests = 0;
+  uint64_t buffered = 0;  // taken, not yet handed out by Next
   Status error;
   bool cancelled = false;
   bool probing = false;  // no split before the delimiter listing's split points are in
@@ -80,7 +83,8 @@ struct ParallelLister::State {
   // The next request of `range`, counted as in flight. Under mu.
   ListRequest Prepare(Range& range) {
     ++in_flight;
-    if (range.list_prefix.empty()) {  // its first request: the bounds are final by now
+    if (!range.started) {  // its first request: the bounds are final by now, and so is the prefix
+      range.started = true;  // (a continuation token belongs to the prefix it was given with)
       range.list_prefix = range.lo && range.hi ? range.lo->substr(0, CommonPrefix(*range.lo, *range.hi)) : prefix;
     }
     ListRequest request;
@@ -137,7 +141,7 @@ struct ParallelLister::State {
   // While requests are free: splits the widest range that showed it holds more than a page and
   // likely holds two more. Under mu.
   void Split(Pending& pending) {
-    while (!probing && in_flight < options.max_requests) {
+    while (!probing && in_flight < options.max_requests && buffered < options.max_buffered) {
       auto best = ranges.end();
       double widest = 0;
       for (auto it = ranges.begin(); it != ranges.end(); ++it) {
@@ -237,6 +241,7 @@ struct ParallelLister::State {
       }
       range.cursor = info.key;
       ++objects;
+      ++buffered;
       range.ready.push_back(std::move(info));
     }
     if (range.done) {
@@ -254,7 +259,23 @@ struct ParallelLister::State {
     }
     range.token = std::move(page.next_continuation_token);
     range.split_credit = kSplitsPerPage;
+    if (buffered >= options.max_buffered && (ranges.front() != self || !range.ready.empty())) {
+      range.parked = true;  // Next resumes it (the first range too, once Next took what it has)
+      return;
+    }
     pending.emplace_back(self, Prepare(range));
+  }
+
+  // The parked ranges to go on with: the first one once Next has taken what it listed (Next
+  // waits for it), the others once Next has taken half of what was buffered. Under mu.
+  void Resume(Pending& pending) {
+    for (const auto& r : ranges) {
+      const bool first = r == ranges.front() && r->ready.empty();
+      if (!r->parked || !(first || buffered < options.max_buffered / 2)) continue;
+      if (!first && in_flight >= options.max_requests) break;
+      r->parked = false;
+      pending.emplace_back(r, Prepare(*r));
+    }
   }
 };
 
@@ -366,7 +387,7 @@ void ParallelLister::Cancel() {
 
 ListProgress ParallelLister::Progress() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return ListProgress{state_->objects, state_->requests, state_->in_flight, state_->open == 0};
+  return ListProgress{state_->objects, state_->requests, state_->in_flight, state_->buffered, state_->open == 0};
 }
 
 Result<std::optional<std::vector<ObjectInfo>>> ParallelLister::Next(std::chrono::milliseconds timeout) {
@@ -377,17 +398,26 @@ Result<std::optional<std::vector<ObjectInfo>>> ParallelLister::Next(std::chrono:
     if (!state_->error.ok()) return state_->error;
     if (state_->cancelled) return Cancelled(state_->What() + " was cancelled");
     auto& ranges = state_->ranges;
+    std::optional<std::vector<ObjectInfo>> out;
     while (!ranges.empty()) {
       Range& front = *ranges.front();
       if (!front.ready.empty()) {
-        std::vector<ObjectInfo> out;
-        out.swap(front.ready);
+        out.emplace().swap(front.ready);
+        state_->buffered -= out->size();
         if (front.done) ranges.pop_front();
-        return std::optional<std::vector<ObjectInfo>>(std::move(out));
+        break;
       }
       if (!front.done) break;
       ranges.pop_front();
     }
+    State::Pending resumed;
+    state_->Resume(resumed);
+    if (!resumed.empty()) {
+      lock.unlock();  // a store may answer on this thread
+      Send(state_, std::move(resumed));
+      lock.lock();
+    }
+    if (out) return out;
     if (ranges.empty()) return std::optional<std::vector<ObjectInfo>>();
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return std::optional<std::vector<ObjectInfo>>(std::vector<ObjectInfo>());

@@ -347,6 +347,30 @@ TEST(ParallelListTest, InterruptedWaitCancels) {
   EXPECT_EQ(next.status().code(), StatusCode::kCancelled);
 }
 
+TEST(ParallelListTest, ASlowConsumerHoldsAboutMaxBufferedObjects) {
+  const std::vector<std::string> keys = Layout("hex", 20000);
+  auto store = std::make_shared<ListingStore>(keys);
+  store->delay_ms = 0;
+  ParallelListOptions options{16, 50};
+  options.max_buffered = 500;
+  auto lister = ParallelLister::Start(store, "data/", options);
+  ASSERT_TRUE(lister.ok());
+  std::vector<std::string> listed;
+  uint64_t most = 0;
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the rest of the listing races ahead
+    most = std::max(most, (*lister)->Progress().buffered);
+    auto next = (*lister)->Next();
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    if (!*next) break;
+    for (const auto& o : **next) listed.push_back(o.key);
+  }
+  EXPECT_TRUE(listed == Expected(keys, "data/"));
+  // The cap, plus the pages in flight when it was reached.
+  EXPECT_LE(most, options.max_buffered + 16 * 50) << "buffered " << most;
+  EXPECT_EQ((*lister)->Progress().buffered, 0u);
+}
+
 TEST(ParallelListTest, OptionsOutOfRangeAreRefused) {
   auto store = std::make_shared<ListingStore>(std::vector<std::string>{});
   EXPECT_EQ(ParallelLister::Start(store, "", ParallelListOptions{0, 1000}).status().code(), StatusCode::kInvalidArgument);
