@@ -67,7 +67,12 @@ def _ls_manifest(client: Client, args: argparse.Namespace) -> None:
         yield first
         yield from objects
 
-    count, total = write_manifest(everything(), args.manifest, client, uri_base(args.uri))
+    try:
+        count, total = write_manifest(everything(), args.manifest, client, uri_base(args.uri))
+    except OSError as e:  # a local path that cannot be written (an S3 failure is an S3StreamError)
+        if isinstance(e, S3StreamError):
+            raise
+        raise InvalidArgumentError(f"cannot write the manifest {args.manifest}: {e.strerror or e}") from None
     notes = [f"{n:,} {what} left out" for what, n in (("directory markers", skipped["markers"]),
                                                        ("keys with other suffixes", skipped["suffix"])) if n]
     print(f"s3stream: wrote {count:,} objects ({total:,} bytes) to {args.manifest}"

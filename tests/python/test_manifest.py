@@ -95,6 +95,10 @@ def test_ls_suffix_filter_and_nothing_to_write(s3_endpoint, bucket, objects, tmp
     assert code == 1 and "no objects under" in err and "nothing written" in err
     assert not empty.exists() and os.listdir(tmp_path) == ["odd.jsonl"]
 
+    code, _, err = ls_manifest(capsys, s3_endpoint, tmp_path / "no" / "dir.jsonl", s3_uri(bucket, PREFIX))
+    assert code == 1 and "cannot write the manifest" in err and "No such file or directory" in err
+    assert os.listdir(tmp_path) == ["odd.jsonl"]
+
 
 def test_keys_with_a_base_labels_and_targets(bucket, objects, tmp_path, client):
     manifest = tmp_path / "labeled.jsonl"
