@@ -39,8 +39,11 @@ class Counter:
             except ImportError:
                 tqdm = None
             if tqdm is not None:
-                self._bar = tqdm(desc=label, unit=f" {unit}", unit_scale=True, file=sys.stderr, delay=delay_s,
-                                 dynamic_ncols=True, leave=True)
+                try:
+                    self._bar = tqdm(desc=label, unit=f" {unit}", unit_scale=True, file=sys.stderr, delay=delay_s,
+                                     dynamic_ncols=True, leave=True)
+                except TypeError:  # a tqdm older than 4.62 has no delay: the plain line instead
+                    self._bar = None
 
     def set(self, count: int) -> None:
         if not self.enabled or count == self.count:

@@ -154,3 +154,24 @@ def test_map_dataset_from_prefix_lists_in_parallel(s3_endpoint, boto3_client, ke
     one = s3stream.MapDataset.from_prefix(s3_uri(keyspace, "data/"), client=s3stream.Client(endpoint_url=s3_endpoint),
                                           parallelism=1)
     assert one.fingerprint() == ds.fingerprint()
+
+
+def test_progress_without_tqdm_is_a_line(capsys, monkeypatch):
+    import sys
+
+    from s3stream import progress as progress_module
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    counter = progress_module.Counter("s3stream: listing s3://b/p/", "objects", True, delay_s=0, every_s=0)
+    counter.set(5)
+    counter.set(1200)
+    counter.close("1,200 objects in 3 requests")
+    lines = capsys.readouterr().err.splitlines()  # stderr is not a terminal here: one line each
+    assert lines == ["s3stream: listing s3://b/p/: 5 objects ...", "s3stream: listing s3://b/p/: 1,200 objects ...",
+                     "s3stream: listing s3://b/p/: 1,200 objects in 3 requests"]
+    quiet = progress_module.Counter("x", "objects", False, delay_s=0, every_s=0)
+    quiet.set(5)
+    quiet.close("done")
+    assert capsys.readouterr().err == ""
+    assert progress_module.wanted(True) and not progress_module.wanted(False)
+    assert not progress_module.wanted(None)  # captured stderr is not a terminal
