@@ -100,3 +100,14 @@ bench: deps bench-deps install
 
 bench-deps:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r bench/requirements.txt
+
+# The listing benchmark (bench/listing.py): s3stream's parallel and sequential listings and boto3's
+# paginator over 1 M keys per layout of a synthetic key space the stand-in serves with 20 ms per
+# LIST; a table and JSON (docs/benchmarks.md, "Listing"). Options: make bench-list
+# BENCH_LIST_ARGS="--keys 100000 --runs 1" (python -m bench.listing --help). Not part of make test.
+BENCH_LIST_ARGS ?= --out bench/results/listing.json
+
+.PHONY: bench-list
+bench-list: deps bench-deps install
+	mkdir -p bench/results
+	$(PYTHON) -m bench.listing $(BENCH_LIST_ARGS)

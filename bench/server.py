@@ -16,7 +16,10 @@ loader is built for. This server puts the latency back, in the server (no root, 
   index sidecar, a checkpoint) gets real S3 answers. Objects written that way live in moto, are
   readable back through this endpoint, but are not listed with the directory's objects;
 * the object reads in flight are counted, with their peak (:meth:`LocalS3.inflight_peak`): the
-  concurrency a client really used, for a ceiling at the same concurrency.
+  concurrency a client really used, for a ceiling at the same concurrency;
+* with ``synthetic_keys=n``, the bucket ``synth`` lists a synthetic key space of 3 x n keys
+  computed from their index (bench/keyspace.py: no files), with the same TTFB per LIST, for
+  listing benchmarks at millions of keys; :meth:`LocalS3.lists` counts its LIST requests.
 
 Authentication is not checked: nginx ignores ``Authorization``, moto runs without auth, so any
 client configured with this endpoint and any credentials can read. ``ttfb_s=0`` and ``rate=0``
@@ -45,7 +48,10 @@ import urllib.error
 import urllib.request
 from typing import Dict, List, Optional, Tuple
 
+from . import keyspace
+
 LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+SYNTHETIC_BUCKET = "synth"  # where LocalS3(synthetic_keys=n) lists bench/keyspace.py's keys
 NDK_MODULE = "/usr/lib/nginx/modules/ndk_http_module.so"
 
 _CONF = """
@@ -113,6 +119,7 @@ _LUA_ROUTE = r"""
         local bucket_only = uri:match("^/[^/]+/?$")
         local args = ngx.var.args
         if bucket_only then
+          if SYNTH_N > 0 and uri:match("^/([^/]+)/?$") == SYNTH_BUCKET then return ngx.exec("@synth") end
           if args == nil or args == "" or args:find("list%-type=") or args:find("prefix=") or
              args:find("delimiter=") or args:find("marker=") or args:find("max%-keys=") then
             return ngx.exec("@list")
@@ -146,6 +153,48 @@ _LUA_HTTP = r"""
   init_by_lua_block {
     TTFB = __TTFB__
     LISTING_DIR = "__LISTING_DIR__"
+    SYNTH_N = __SYNTH_N__
+    SYNTH_BUCKET = "__SYNTH_BUCKET__"
+    -- Shared by the LIST handlers (@list, @synth): the request's parameters, XML escaping, and the
+    -- ListBucketResult document around the items (XML strings) a handler found.
+    function s3s_esc(s)
+      return (s:gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"):gsub("'", "&apos;"))
+    end
+    function s3s_list_request()
+      local args = ngx.req.get_uri_args(0)
+      local function arg(name)
+        local v = args[name]
+        if type(v) == "table" then v = v[1] end
+        if v == true then v = "" end
+        return v
+      end
+      local r = {arg = arg, v2 = arg("list-type") == "2", prefix = arg("prefix") or "", delim = arg("delimiter") or ""}
+      r.max_keys = math.max(0, math.min(1000, tonumber(arg("max-keys") or "1000") or 1000))
+      if r.v2 then r.after = arg("continuation-token") or arg("start-after") or "" else r.after = arg("marker") or "" end
+      return r
+    end
+    function s3s_list_response(r, bucket, items, n, truncated, last)
+      local esc, arg = s3s_esc, r.arg
+      local head = {'<?xml version="1.0" encoding="UTF-8"?>\n',
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+        "<Name>", esc(bucket), "</Name><Prefix>", esc(r.prefix), "</Prefix>",
+        "<MaxKeys>", tostring(r.max_keys), "</MaxKeys>",
+        "<IsTruncated>", truncated and "true" or "false", "</IsTruncated>"}
+      if r.delim ~= "" then head[#head + 1] = "<Delimiter>" .. esc(r.delim) .. "</Delimiter>" end
+      if r.v2 then
+        head[#head + 1] = "<KeyCount>" .. n .. "</KeyCount>"
+        if arg("continuation-token") then
+          head[#head + 1] = "<ContinuationToken>" .. esc(arg("continuation-token")) .. "</ContinuationToken>"
+        end
+        if arg("start-after") then head[#head + 1] = "<StartAfter>" .. esc(arg("start-after")) .. "</StartAfter>" end
+        if truncated and last then head[#head + 1] = "<NextContinuationToken>" .. esc(last) .. "</NextContinuationToken>" end
+      else
+        head[#head + 1] = "<Marker>" .. esc(r.after) .. "</Marker>"
+        if truncated and last then head[#head + 1] = "<NextMarker>" .. esc(last) .. "</NextMarker>" end
+      end
+      ngx.header["Content-Type"] = "application/xml"
+      ngx.print(table.concat(head) .. table.concat(items) .. "</ListBucketResult>")
+    end
   }
   # Object reads in flight (from the TTFB wait to the last byte handed to the kernel) and their
   # peak: how many requests a client really keeps going, for a ceiling at the same concurrency.
@@ -162,8 +211,9 @@ _LIST_LOCATION = r"""
       content_by_lua_block {
         local stats = ngx.shared.s3s_stats
         local now = stats:get("inflight") or 0
-        ngx.print('{"inflight": ' .. now .. ', "peak": ' .. (stats:get("peak") or 0) .. '}')
-        if ngx.var.arg_reset then stats:set("peak", now) end
+        ngx.print('{"inflight": ' .. now .. ', "peak": ' .. (stats:get("peak") or 0) ..
+                  ', "lists": ' .. (stats:get("lists") or 0) .. '}')
+        if ngx.var.arg_reset then stats:set("peak", now); stats:set("lists", 0) end
       }
     }
     location @list {
@@ -172,28 +222,8 @@ _LIST_LOCATION = r"""
         local bucket = ngx.var.uri:match("^/([^/]+)/?$")
         local f = bucket and io.open(LISTING_DIR .. "/" .. bucket .. ".tsv", "r")
         if not f then return ngx.exec("@moto") end
-        local args = ngx.req.get_uri_args(0)
-        local function arg(name)
-          local v = args[name]
-          if type(v) == "table" then v = v[1] end
-          if v == true then v = "" end
-          return v
-        end
-        local v2 = arg("list-type") == "2"
-        local prefix = arg("prefix") or ""
-        local delim = arg("delimiter") or ""
-        local max_keys = tonumber(arg("max-keys") or "1000") or 1000
-        if max_keys > 1000 then max_keys = 1000 end
-        if max_keys < 0 then max_keys = 0 end
-        local after = ""
-        if v2 then
-          after = arg("continuation-token") or arg("start-after") or ""
-        else
-          after = arg("marker") or ""
-        end
-        local function esc(s)
-          return (s:gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"):gsub("'", "&apos;"))
-        end
+        local r = s3s_list_request()
+        local prefix, delim, max_keys, after, esc = r.prefix, r.delim, r.max_keys, r.after, s3s_esc
         local out, n, truncated, last, last_prefix = {}, 0, false, nil, nil
         local plen = #prefix
         for line in f:lines() do
@@ -222,27 +252,7 @@ _LIST_LOCATION = r"""
           end
         end
         f:close()
-        local head = {'<?xml version="1.0" encoding="UTF-8"?>\n',
-          '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
-          "<Name>", esc(bucket), "</Name><Prefix>", esc(prefix), "</Prefix>",
-          "<MaxKeys>", tostring(max_keys), "</MaxKeys>",
-          "<IsTruncated>", truncated and "true" or "false", "</IsTruncated>"}
-        if delim ~= "" then head[#head + 1] = "<Delimiter>" .. esc(delim) .. "</Delimiter>" end
-        if v2 then
-          head[#head + 1] = "<KeyCount>" .. n .. "</KeyCount>"
-          if arg("continuation-token") then
-            head[#head + 1] = "<ContinuationToken>" .. esc(arg("continuation-token")) .. "</ContinuationToken>"
-          end
-          if arg("start-after") then head[#head + 1] = "<StartAfter>" .. esc(arg("start-after")) .. "</StartAfter>" end
-          if truncated and last then
-            head[#head + 1] = "<NextContinuationToken>" .. esc(last) .. "</NextContinuationToken>"
-          end
-        else
-          head[#head + 1] = "<Marker>" .. esc(after) .. "</Marker>"
-          if truncated and last then head[#head + 1] = "<NextMarker>" .. esc(last) .. "</NextMarker>" end
-        end
-        ngx.header["Content-Type"] = "application/xml"
-        ngx.print(table.concat(head) .. table.concat(out) .. "</ListBucketResult>")
+        s3s_list_response(r, bucket, out, n, truncated, last)
       }
     }
 """
@@ -303,6 +313,7 @@ class LocalS3:
         port: Optional[int] = None,
         moto: bool = True,
         buckets: Optional[List[str]] = None,
+        synthetic_keys: int = 0,
     ) -> None:
         self.root = os.path.abspath(root)
         self.ttfb_s = float(ttfb_s)
@@ -313,6 +324,7 @@ class LocalS3:
         self.moto_port = 0
         self.buckets = buckets
         self.lua = have_lua()
+        self.synthetic_keys = int(synthetic_keys)
         self._nginx: Optional[subprocess.Popen] = None
         self._moto: Optional[subprocess.Popen] = None
         self._tmp: Optional[str] = None
@@ -325,8 +337,9 @@ class LocalS3:
     def start(self) -> str:
         if shutil.which("nginx") is None:
             raise RuntimeError("nginx is not installed: apt-get install nginx libnginx-mod-http-lua")
-        if self.ttfb_s > 0 and not self.lua:
-            raise RuntimeError("a time to first byte needs libnginx-mod-http-lua (apt-get install libnginx-mod-http-lua)")
+        if (self.ttfb_s > 0 or self.synthetic_keys) and not self.lua:
+            raise RuntimeError("a time to first byte and the synthetic key space need libnginx-mod-http-lua "
+                               "(apt-get install libnginx-mod-http-lua)")
         self._tmp = tempfile.mkdtemp(prefix="s3stream-nginx-")
         os.chmod(self._tmp, 0o755)
         os.makedirs(os.path.join(self._tmp, "listing"))
@@ -381,6 +394,11 @@ class LocalS3:
         """The most object reads (GET/HEAD of a served file) in flight at once since the last
         reset, counted from the TTFB wait to the last byte sent; None without the Lua module."""
         return int(self._inflight(reset)["peak"]) if self.lua else None
+
+    def lists(self, reset: bool = False) -> int:
+        """LIST requests the synthetic bucket answered since the last reset (of this or of
+        :meth:`inflight_peak`)."""
+        return int(self._inflight(reset)["lists"])
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
         """Waits until no object read is in flight (a client killed mid-transfer leaves its requests
@@ -467,8 +485,9 @@ class LocalS3:
             modules = f"load_module {NDK_MODULE};\nload_module {LUA_MODULE};"
             route = _LUA_ROUTE
             lua_http = _LUA_HTTP.replace("__TTFB__", repr(self.ttfb_s)).replace(
-                "__LISTING_DIR__", os.path.join(self._tmp, "listing"))
-            list_location = _LIST_LOCATION
+                "__LISTING_DIR__", os.path.join(self._tmp, "listing")).replace(
+                "__SYNTH_N__", str(self.synthetic_keys)).replace("__SYNTH_BUCKET__", SYNTHETIC_BUCKET)
+            list_location = _LIST_LOCATION + keyspace.LUA
         else:
             route = _PLAIN_ROUTE
         # As root, nginx would switch its workers to "nobody", who may not traverse the data

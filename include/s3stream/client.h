@@ -27,6 +27,7 @@
 #include "s3stream/object_reader.h"
 #include "s3stream/object_store.h"
 #include "s3stream/object_writer.h"
+#include "s3stream/parallel_list.h"
 #include "s3stream/range_fetcher.h"
 #include "s3stream/uri.h"
 
@@ -73,6 +74,9 @@ class Client {
   // The objects under the URI's key (a prefix), page by page (ListPager: an endless listing is
   // refused).
   Result<ListPager> List(const std::string& uri, const std::string& delimiter = "", int max_keys = 1000);
+  // Every object under the URI's key, in key order, with up to options.max_requests LIST requests
+  // in flight (parallel_list.h; capped at the configuration's max_inflight).
+  Result<std::unique_ptr<ParallelLister>> ListParallel(const std::string& uri, ParallelListOptions options = {});
   Future<Result<std::string>> Put(const std::string& uri, Buffer data);  // the new ETag
   Future<Status> Delete(const std::string& uri);
 

@@ -75,6 +75,9 @@ struct ListRequest {
   std::string delimiter;           // empty: list recursively
   std::string continuation_token;  // from the previous page
   int max_keys = 1000;  // 1..1000 (S3's cap)
+  // Only without a continuation token: what sorts after this (keys, and common prefixes compared
+  // as strings) — where a listing of a range of the key space starts (parallel_list.h).
+  std::string start_after;
 };
 
 struct ListPage {

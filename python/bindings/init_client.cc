@@ -5,7 +5,10 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
+
+#include <chrono>
 
 #include "bindings.h"
 #include "py_buffer.h"
@@ -57,6 +60,18 @@ nb::object NextPage(ListPager& pager) {
   std::optional<ListPage> page = Unwrap(std::move(next));
   if (!page) return nb::none();
   return nb::make_tuple(std::move(page->objects), std::move(page->common_prefixes));
+}
+
+// The next objects of a parallel listing in key order (a list, empty when none came within
+// `timeout_s`), or None after the last.
+nb::object NextObjects(ParallelLister& lister, double timeout_s) {
+  Result<std::optional<std::vector<ObjectInfo>>> next = [&] {
+    nb::gil_scoped_release release;
+    return lister.Next(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  }();
+  std::optional<std::vector<ObjectInfo>> objects = Unwrap(std::move(next));
+  if (!objects) return nb::none();
+  return nb::cast(std::move(*objects));
 }
 
 std::string Put(Client& client, const std::string& uri, nb::handle data) {
@@ -156,6 +171,15 @@ void InitClient(nb::module_& m) {
 
   nb::class_<ListPager>(m, "ListPager").def("next", &NextPage, "The next page (objects, prefixes), or None.");
 
+  nb::class_<ParallelLister>(m, "ParallelLister")
+      .def("next", &NextObjects, nb::arg("timeout_s"),
+           "The next objects in key order (empty if none came within timeout_s), or None after the last.")
+      .def("progress", [](const ParallelLister& l) {
+             ListProgress p = l.Progress();
+             return nb::make_tuple(p.objects, p.requests, p.in_flight, p.done);
+           }, "(objects listed, requests sent, requests in flight, done)")
+      .def("cancel", &ParallelLister::Cancel);
+
   nb::class_<Client>(m, "Client")
       .def_static("create", [](const ClientConfig& config) { return Unwrap(Client::Create(config)); })
       .def_prop_ro("endpoint", [](const Client& c) { return c.config().endpoint; })
@@ -169,6 +193,9 @@ void InitClient(nb::module_& m) {
       .def("list", [](Client& c, const std::string& uri, const std::string& delimiter, int max_keys) {
              return Unwrap(c.List(uri, delimiter, max_keys));
            }, nb::arg("uri"), nb::arg("delimiter"), nb::arg("max_keys"))
+      .def("list_parallel", [](Client& c, const std::string& uri, int max_requests, int max_keys) {
+             return Unwrap(c.ListParallel(uri, ParallelListOptions{max_requests, max_keys}));
+           }, nb::arg("uri"), nb::arg("max_requests"), nb::arg("max_keys"))
       .def("put", &Put, nb::arg("uri"), nb::arg("data"))
       .def("delete", &Delete, nb::arg("uri"))
       .def("list_uploads", &ListUploads, nb::arg("uri"), nb::arg("page_size"))

@@ -22,11 +22,61 @@ def _cat(client: Client, args: argparse.Namespace) -> None:
 
 
 def _ls(client: Client, args: argparse.Namespace) -> None:
-    for info in client.list(args.uri, delimiter="" if args.recursive else "/"):
+    if args.manifest:
+        return _ls_manifest(client, args)
+    if args.recursive:
+        from .listing import list_objects
+
+        # Keys stream to stdout in order; a progress bar on the same terminal would garble them.
+        progress = args.progress if args.progress is not None else (False if sys.stdout.isatty() else None)
+        listing = list_objects(client, args.uri, parallelism=args.parallelism, progress=progress)
+    else:
+        listing = client.list(args.uri, delimiter="/")
+    for info in listing:
         if info.key.endswith("/") and info.size == 0 and not info.etag:
             print(f"{'PRE':>12}  {info.key}")
         else:
             print(f"{info.size:>12}  {info.key}")
+
+
+def _ls_manifest(client: Client, args: argparse.Namespace) -> None:
+    """Every object under the prefix (recursive, directory markers left out) as JSON lines."""
+    from .errors import InvalidArgumentError
+    from .listing import list_objects, uri_base
+    from .manifest import write_manifest
+
+    suffixes = tuple(args.suffix) if args.suffix else None
+    skipped = {"markers": 0, "suffix": 0}
+
+    def kept():
+        for info in list_objects(client, args.uri, parallelism=args.parallelism, progress=args.progress):
+            if info.key.endswith("/"):
+                skipped["markers"] += 1
+            elif suffixes is not None and not info.key.endswith(suffixes):
+                skipped["suffix"] += 1
+            else:
+                yield info
+
+    objects = kept()
+    first = next(objects, None)
+    if first is None:
+        detail = f"{skipped['markers']:,} directory markers, {skipped['suffix']:,} keys with other suffixes"
+        raise InvalidArgumentError(f"no objects under {args.uri} ({detail}); nothing written to {args.manifest}")
+
+    def everything():
+        yield first
+        yield from objects
+
+    try:
+        count, total = write_manifest(everything(), args.manifest, client, uri_base(args.uri))
+    except OSError as e:  # a local path that cannot be written (an S3 failure is an S3StreamError)
+        if isinstance(e, S3StreamError):
+            raise
+        raise InvalidArgumentError(f"cannot write the manifest {args.manifest}: {e.strerror or e}") from None
+    notes = [f"{n:,} {what} left out" for what, n in (("directory markers", skipped["markers"]),
+                                                       ("keys with other suffixes", skipped["suffix"])) if n]
+    print(f"s3stream: wrote {count:,} objects ({total:,} bytes) to {args.manifest}"
+          + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
 
 
 def _index(client: Client, args: argparse.Namespace) -> None:
@@ -68,9 +118,21 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     cat = sub.add_parser("cat", parents=[connection], help="stream an object to stdout")
     cat.add_argument("uri")
-    ls = sub.add_parser("ls", parents=[connection], help="list objects under a prefix")
+    ls = sub.add_parser("ls", parents=[connection], help="list objects under a prefix; --manifest writes them as JSON lines",
+                        description="List the objects under a prefix: one level (-r: every object, with parallel "
+                                    "LIST requests), or, with --manifest, every object as one JSON line "
+                                    '{"uri", "size", "etag"} for MapDataset.from_manifest.')
     ls.add_argument("uri")
     ls.add_argument("-r", "--recursive", action="store_true")
+    ls.add_argument("--manifest", metavar="OUT", default=None,
+                    help="write every object under the prefix (recursive, directory markers left out) to OUT, "
+                         "a path or an s3:// / file:// URI, as JSON lines")
+    ls.add_argument("--suffix", action="append", default=None,
+                    help="with --manifest: keep only keys ending with this (repeatable: --suffix .jpg --suffix .png)")
+    ls.add_argument("--parallelism", type=_positive, default=32,
+                    help="LIST requests in flight for -r and --manifest (default 32; 1: sequential)")
+    ls.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a count of the objects listed on stderr (default: when stderr is a terminal)")
     index = sub.add_parser("index", parents=[connection],
                            help="build the sample indexes of tar shards (one streaming pass, all in parallel) and "
                                 "write them beside the shards (.idx.json sidecars) for every machine")

@@ -219,12 +219,25 @@ class Client:
     def head(self, uri: str) -> ObjectInfo:
         return self._native_client().head(uri)
 
-    def list(self, uri: str, delimiter: str = "", page_size: int = 1000) -> Iterator[ObjectInfo]:
+    def list(self, uri: str, delimiter: str = "", page_size: int = 1000, parallelism: int = 1) -> Iterator[ObjectInfo]:
         """Objects whose key starts with the URI's key, in key order, one page at a time.
 
         With ``delimiter="/"`` only the level below the prefix is listed, and each common prefix is
         yielded too, as an ObjectInfo whose key ends with the delimiter and whose size is 0.
+
+        ``parallelism > 1`` (recursive listings only) keeps that many LIST requests in flight over
+        ranges of the key space (:func:`s3stream.listing.list_objects`): the same objects in the
+        same order, many times faster for large listings, at the cost of running ahead of the
+        consumer and of a few requests more than a sequential listing.
         """
+        if parallelism != 1:
+            if delimiter:
+                raise _errors().InvalidArgumentError(
+                    f"list({uri!r}): a parallel listing is recursive; pass delimiter='' or parallelism=1")
+            from .listing import list_objects
+
+            yield from list_objects(self, uri, parallelism=parallelism, page_size=page_size, progress=False)
+            return
         pager = self._native_client().list(uri, delimiter, page_size)
         while (page := pager.next()) is not None:
             objects, prefixes = page

@@ -54,6 +54,22 @@ class CorruptDataError(S3StreamError, ValueError):
     """Data that does not parse: a truncated or corrupt tar, an unexpected server reply."""
 
 
+class ManifestError(CorruptDataError):
+    """A manifest (``MapDataset.from_manifest``) that cannot be used as it is: bad JSON, a missing
+    or malformed field, a negative size, a key listed twice. ``source`` names the manifest and
+    ``line`` the line (JSON lines) or row (Parquet), counted from 1, where it went wrong (None when
+    the problem is the manifest as a whole)."""
+
+    def __init__(self, message: str, source: str | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+        self.line = line
+
+
+class MissingDependencyError(S3StreamError, ImportError):
+    """An optional package a feature needs is not installed; the message says which to install."""
+
+
 class CancelledError(S3StreamError, OSError):
     """The operation was aborted, for example because its client was closed."""
 
@@ -76,6 +92,8 @@ __all__ = [
     "UnavailableError",
     "ObjectChangedError",
     "CorruptDataError",
+    "ManifestError",
+    "MissingDependencyError",
     "CancelledError",
     "TooLargeError",
     "InternalError",

@@ -6,8 +6,10 @@
     sampler = s3stream.EpochSampler(ds, shuffle=True, seed=0)      # ranks, epochs, resume
     loader = s3stream.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=8)
 
-* The listing happens once, at construction, and travels with the dataset to every DataLoader
-  worker (fork or spawn) and every epoch: no LIST per epoch or per worker.
+* The listing happens once, at construction, with many LIST requests in flight, and travels with
+  the dataset to every DataLoader worker (fork or spawn) and every epoch: no LIST per epoch or per
+  worker. A manifest (``s3stream ls --manifest train.jsonl s3://bucket/train/``, then
+  ``MapDataset.from_manifest("train.jsonl")``) skips the listing altogether and may carry labels.
 * ``ds[i]`` fetches one object; ``ds.__getitems__(indices)`` (what DataLoader calls for a batch)
   fetches the whole batch concurrently with one :meth:`s3stream.Client.get_many`.
 * A sample is a :class:`Sample` ``(key, data, index)``: ``data`` is the object's bytes as a zero-copy
@@ -22,8 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import sys
-import time
+import os
 from array import array
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -32,12 +33,9 @@ import torch.utils.data
 from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client
 from .errors import InvalidArgumentError
+from .listing import DEFAULT_PARALLELISM, list_objects, uri_base
 
-# Progress for long listings: nothing for a listing that finishes within _PROGRESS_AFTER_S, then a
-# line on stderr every _PROGRESS_EVERY_S. Module attributes so tests (and impatient users) can tune.
-_PROGRESS_AFTER_S = 2.0
-_PROGRESS_EVERY_S = 1.0
-_LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum)
+_LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum); tests make it smaller
 
 
 class Sample(NamedTuple):
@@ -101,21 +99,12 @@ class _KeyTable:
         self.base, self.blob, self.offsets = state
 
 
-def _listing_base(uri: str) -> str:
-    """What to put before a listed key to get its URI back (keys are relative to the store root)."""
-    if uri.startswith("s3://"):
-        bucket = uri[len("s3://") :].split("/", 1)[0]
-        return f"s3://{bucket}/"
-    if uri.startswith("file://"):
-        return "file:///"  # the file store's keys are absolute paths without the leading '/'
-    return "/"  # a plain path: listed keys are absolute paths without the leading '/'
-
-
 class MapDataset(torch.utils.data.Dataset):
     """A map-style dataset over a fixed list of objects, one object per sample.
 
-    Build it with :meth:`from_prefix` (lists once) or :meth:`from_objects` (no request at all);
-    ``MapDataset(uris, ...)`` is the same as ``from_objects``.
+    Build it with :meth:`from_prefix` (lists once), :meth:`from_manifest` (reads a manifest, no
+    listing) or :meth:`from_objects` (no request at all); ``MapDataset(uris, ...)`` is the same as
+    ``from_objects``.
 
     Args:
         uris: the objects' URIs, in the dataset's order.
@@ -157,6 +146,9 @@ class MapDataset(torch.utils.data.Dataset):
         self.client = client if client is not None else default_client()
         self.source = source
         self._fingerprint: Optional[str] = None
+        self._sizes: Optional[array] = None  # from a manifest
+        self._labels: Optional[Sequence[Any]] = None  # from a manifest's label_field
+        self.target_transform: Optional[Callable[[Any], Any]] = None
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -178,18 +170,25 @@ class MapDataset(torch.utils.data.Dataset):
         client: Optional[Client] = None,
         *,
         suffixes: Union[str, Sequence[str], None] = None,
-        progress: bool = True,
+        progress: Optional[bool] = None,
+        parallelism: int = DEFAULT_PARALLELISM,
     ) -> "MapDataset":
         """A dataset over every object whose key starts with the URI's key, in key order.
 
-        The listing is streamed page by page (memory stays at the keys' size) and happens here, once.
-        Keys ending in ``/`` (the "directory markers" consoles create) are skipped. The prefix is
-        taken verbatim, as S3 does: ``s3://b/train`` also matches ``s3://b/train2/...``; end it with
-        ``/`` to stay inside one "directory".
+        The listing happens here, once, with up to ``parallelism`` LIST requests in flight over
+        ranges of the key space (:func:`s3stream.listing.list_objects`: the same keys, each once,
+        in key order, as a sequential listing); memory stays at the keys' size. Keys ending in ``/``
+        (the "directory markers" consoles create) are skipped. The prefix is taken verbatim, as S3
+        does: ``s3://b/train`` also matches ``s3://b/train2/...``; end it with ``/`` to stay inside
+        one "directory". For millions of objects, a manifest (:meth:`from_manifest`) skips the
+        listing altogether.
 
         Args:
             suffixes: keep only keys ending with one of these (``".jpg"`` or ``(".jpg", ".png")``).
-            progress: report on stderr while a listing takes longer than a couple of seconds.
+            progress: a count of the objects listed on stderr while the listing runs longer than a
+                couple of seconds (a tqdm bar when tqdm is installed); None: only when stderr is a
+                terminal.
+            parallelism: LIST requests in flight at once; 1 lists sequentially.
 
         Raises:
             InvalidArgumentError: nothing matched (the message names the prefix).
@@ -209,10 +208,7 @@ class MapDataset(torch.utils.data.Dataset):
         listed = markers = 0
         previous = b""
         in_order = True
-        t0 = last_report = time.monotonic()
-        reported = False
-        tty = progress and sys.stderr is not None and sys.stderr.isatty()
-        for info in client.list(uri, page_size=_LIST_PAGE_SIZE):
+        for info in list_objects(client, uri, parallelism=parallelism, page_size=_LIST_PAGE_SIZE, progress=progress):
             listed += 1
             key = info.key
             if key.endswith("/"):
@@ -224,18 +220,8 @@ class MapDataset(torch.utils.data.Dataset):
                 previous = encoded
                 blob += encoded
                 offsets.append(len(blob))
-            if progress:
-                now = time.monotonic()
-                if now - t0 >= _PROGRESS_AFTER_S and now - last_report >= _PROGRESS_EVERY_S:
-                    last_report, reported = now, True
-                    line = f"s3stream: listed {listed:,} objects under {uri} ..."
-                    print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-        if reported:
-            kept = len(offsets) - 1
-            line = f"s3stream: listed {listed:,} objects under {uri} in {time.monotonic() - t0:.1f}s ({kept:,} kept)"
-            print(("\r" + line) if tty else line, file=sys.stderr, flush=True)
 
-        table = _KeyTable(_listing_base(uri), bytes(blob), offsets)
+        table = _KeyTable(uri_base(uri), bytes(blob), offsets)
         del blob
         if len(table) == 0:
             detail = f"{listed:,} keys listed"
@@ -245,12 +231,63 @@ class MapDataset(torch.utils.data.Dataset):
                 detail += f", none ending in {', '.join(wanted)}"
             raise InvalidArgumentError(f"no objects under {uri} ({detail}); check the prefix")
         if not in_order:
-            # S3 lists in UTF-8 byte order; a store that does not still gets a deterministic order,
-            # because the epoch plan is a function of the listing's order.
+            # S3 lists in UTF-8 byte order; a store that does not (listed sequentially: a parallel
+            # listing refuses it) still gets a deterministic order, because the epoch plan is a
+            # function of the listing's order.
             keys = sorted((table.key(i) for i in range(len(table))), key=lambda k: k.encode("utf-8"))
             table = _KeyTable.from_strings(table.base, keys)
         dataset = cls.__new__(cls)
         dataset._init(table, transform, client, source=uri)
+        return dataset
+
+    @classmethod
+    def from_manifest(
+        cls,
+        manifest: Union[str, "os.PathLike[str]"],
+        transform: Optional[Callable[[Sample], Any]] = None,
+        client: Optional[Client] = None,
+        *,
+        base: Optional[str] = None,
+        label_field: Optional[str] = None,
+        target_transform: Optional[Callable[[Any], Any]] = None,
+        format: Optional[str] = None,
+    ) -> "MapDataset":
+        """A dataset over the objects a manifest lists, in its order: no LIST request at all.
+
+        ``manifest`` is a local path or an ``s3://`` / ``file://`` URI of JSON lines (one object
+        per line, as ``s3stream ls --manifest out.jsonl URI`` writes them:
+        ``{"uri": "s3://bucket/train/0001.jpg", "size": 10342, "etag": "..."}``) or of a Parquet
+        file with the same columns (``.parquet``: needs pyarrow). See :mod:`s3stream.manifest`.
+
+        Args:
+            base: what entries naming ``"key"`` instead of ``"uri"`` are relative to
+                (``"s3://bucket/train/"``).
+            label_field: a field (column) holding each object's label: then ``dataset[i]`` is
+                ``(transform(sample), target_transform(label))``, as torchvision's datasets give
+                ``(image, target)``. Integer labels are kept in one compact array.
+            target_transform: called with each label.
+            format: ``"jsonl"`` or ``"parquet"``; by default from the name (``.parquet``/``.pq``).
+
+        Raises:
+            ManifestError: a line or row that is not a valid entry (bad JSON, no key or URI, a size
+                that is missing, negative or not a whole number, a missing label, an object listed
+                twice): the message names the manifest, the line and the fix.
+            MissingDependencyError: a Parquet manifest without pyarrow installed.
+            NotFoundError, FileNotFoundError: no such manifest.
+        """
+        from .manifest import read_manifest
+
+        if target_transform is not None and not callable(target_transform):
+            raise InvalidArgumentError(f"target_transform must be callable, got {target_transform!r}")
+        if target_transform is not None and label_field is None:
+            raise InvalidArgumentError("target_transform needs label_field: the field holding each object's label")
+        client = client if client is not None else default_client()
+        rows = read_manifest(manifest, client, base=base, label_field=label_field, format=format)
+        dataset = cls.__new__(cls)
+        dataset._init(_KeyTable(rows.base, rows.blob, rows.offsets), transform, client, source=rows.source)
+        dataset._sizes = rows.sizes
+        dataset._labels = rows.labels
+        dataset.target_transform = target_transform
         return dataset
 
     # -- access --------------------------------------------------------------------------------------
@@ -273,7 +310,24 @@ class MapDataset(torch.utils.data.Dataset):
         return i
 
     def _finish(self, sample: Sample) -> Any:
-        return self.transform(sample) if self.transform is not None else sample
+        out = self.transform(sample) if self.transform is not None else sample
+        if self._labels is None:
+            return out
+        label = self._labels[sample.index]
+        return out, (self.target_transform(label) if self.target_transform is not None else label)
+
+    def label(self, index: int) -> Any:
+        """The label of sample ``index`` from the manifest's ``label_field`` (no request)."""
+        if self._labels is None:
+            raise InvalidArgumentError("this MapDataset has no labels: build it with "
+                                       "MapDataset.from_manifest(..., label_field='label')")
+        return self._labels[self._check(index)]
+
+    def size(self, index: int) -> int:
+        """The size in bytes of object ``index`` as its manifest gives it (no request)."""
+        if self._sizes is None:
+            raise InvalidArgumentError("object sizes are known only for a MapDataset built from a manifest")
+        return self._sizes[self._check(index)]
 
     def __getitem__(self, index: int) -> Any:
         """Fetches sample ``index``: a :class:`Sample`, or ``transform(sample)`` when there is one."""

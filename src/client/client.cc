@@ -1,5 +1,7 @@
 #include "s3stream/client.h"
 
+#include <algorithm>
+
 #include "http/curl_transport.h"
 #include "store/file/file_store.h"
 #include "store/s3/s3_store.h"
@@ -144,6 +146,12 @@ Future<Result<ObjectInfo>> Client::Head(const std::string& uri) {
 Result<ListPager> Client::List(const std::string& uri, const std::string& delimiter, int max_keys) {
   S3S_ASSIGN_OR_RETURN(Location where, Locate(uri, /*need_key=*/false));
   return ListPager(std::move(where.store), ListRequest{std::move(where.key), delimiter, "", max_keys});
+}
+
+Result<std::unique_ptr<ParallelLister>> Client::ListParallel(const std::string& uri, ParallelListOptions options) {
+  S3S_ASSIGN_OR_RETURN(Location where, Locate(uri, /*need_key=*/false));
+  options.max_requests = std::min(options.max_requests, std::max(1, config_->options.max_inflight));
+  return ParallelLister::Start(std::move(where.store), std::move(where.key), options);
 }
 
 Future<Result<std::string>> Client::Put(const std::string& uri, Buffer data) {

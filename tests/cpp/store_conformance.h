@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "s3stream/object_store.h"
+#include "s3stream/parallel_list.h"
 #include "s3stream/range_fetcher.h"
 
 namespace s3stream {
@@ -613,6 +614,77 @@ TEST_P(StoreConformanceTest, ListPaginationWithDelimiter) {
     Listing listing = ListAll("pd/", "/", page);
     EXPECT_EQ(listing.keys, expected_keys);
     EXPECT_EQ(listing.prefixes, expected_prefixes);
+  }
+}
+
+TEST_P(StoreConformanceTest, ListStartAfterSkipsWhatSortsBeforeIt) {
+  PutMany({{"sa/a", "1"}, {"sa/b/1", "2"}, {"sa/b/2", "3"}, {"sa/c", "4"}, {"sa/d", "5"}, {"sb/x", "6"}});
+  auto list = [&](const std::string& prefix, const std::string& start_after, const std::string& delimiter = "") {
+    ListRequest request;
+    request.prefix = prefix;
+    request.delimiter = delimiter;
+    request.start_after = start_after;
+    auto page = conformance::Await(store().List(request), "List");
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    std::vector<std::string> items;
+    if (page.ok()) {
+      for (const auto& o : page->objects) items.push_back(o.key);
+      for (const auto& p : page->common_prefixes) items.push_back(p);
+    }
+    return items;
+  };
+  using Keys = std::vector<std::string>;
+  EXPECT_EQ(list("sa/", "sa/b/1"), (Keys{"sa/b/2", "sa/c", "sa/d"}));
+  EXPECT_EQ(list("sa/", "sa/bz"), (Keys{"sa/c", "sa/d"}));  // not a key itself
+  EXPECT_EQ(list("sa/", "sa/d"), Keys{});
+  EXPECT_EQ(list("sa/", "a"), (Keys{"sa/a", "sa/b/1", "sa/b/2", "sa/c", "sa/d"}));  // before the prefix
+  EXPECT_EQ(list("sa/", "sz"), Keys{});                                             // after it
+  EXPECT_EQ(list("sa/", "sa/a", "/"), (Keys{"sa/c", "sa/d", "sa/b/"}));              // items after it
+  // A continuation token wins over start_after.
+  ListRequest request;
+  request.prefix = "sa/";
+  request.max_keys = 2;
+  auto first = conformance::Await(store().List(request), "List");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_FALSE(first->next_continuation_token.empty());
+  request.continuation_token = first->next_continuation_token;
+  request.start_after = "sa/c";
+  auto second = conformance::Await(store().List(request), "List");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_FALSE(second->objects.empty());
+  EXPECT_EQ(second->objects[0].key, "sa/b/2");
+}
+
+TEST_P(StoreConformanceTest, ParallelListingEqualsTheSequentialOne) {
+  std::vector<std::pair<std::string, std::string>> objects;
+  for (int i = 0; i < 120; ++i) {
+    char key[64];
+    std::snprintf(key, sizeof key, "par/flat/%05d.jpg", i * 7);
+    objects.emplace_back(key, "f");
+    std::snprintf(key, sizeof key, "par/tree/d%02d/%03d.png", i % 9, i);
+    objects.emplace_back(key, "t");
+  }
+  objects.emplace_back("par/\xc3\xa9t\xc3\xa9", "u");
+  objects.emplace_back("par-outside", "x");
+  PutMany(objects);
+  const std::vector<std::string> expected = ListAll("par/").keys;
+  ASSERT_EQ(expected.size(), 241u);
+  for (int max_requests : {1, 4, 16}) {
+    SCOPED_TRACE("max_requests " + std::to_string(max_requests));
+    auto lister = ParallelLister::Start(store_, "par/", ParallelListOptions{max_requests, 7});
+    ASSERT_TRUE(lister.ok()) << lister.status().ToString();
+    std::vector<std::string> keys;
+    while (true) {
+      auto next = (*lister)->Next();
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      if (!*next) break;
+      for (const auto& o : **next) keys.push_back(o.key);
+    }
+    EXPECT_TRUE(keys == expected) << "keys missing, repeated or out of order: " << keys.size();
+    ListProgress progress = (*lister)->Progress();
+    EXPECT_TRUE(progress.done);
+    EXPECT_EQ(progress.in_flight, 0);
+    EXPECT_GE(progress.requests, 35u);  // 241 keys, 7 a page
   }
 }
 

@@ -125,6 +125,65 @@ def test_server_counts_the_object_reads_in_flight_and_their_peak(tmp_path):
         assert now_in_flight() == 0  # every request, the proxied one too, was counted out
 
 
+@needs_nginx
+@pytest.mark.timeout_s(180)
+def test_synthetic_key_space_lists_as_its_model_and_as_boto3_sees_it(tmp_path, capsys):
+    """The stand-in's synthetic LIST handler (bench/keyspace.py, for the listing benchmark) against
+    the key space's Python model, through boto3: prefixes, pages, delimiters, start-after, V1
+    markers; and s3stream's parallel listing of it equals boto3's."""
+    import boto3
+    from botocore.config import Config
+
+    from bench import keyspace
+    from bench import listing as listing_bench
+    from bench.server import SYNTHETIC_BUCKET
+
+    n = 1500
+    server = LocalS3(str(tmp_path), ttfb_s=0.0, synthetic_keys=n, moto=False)
+    with server as endpoint:
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x",
+                          aws_secret_access_key="y", config=Config(s3={"addressing_style": "path"}))
+
+        def boto3_list(prefix, **kw):
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=SYNTHETIC_BUCKET, Prefix=prefix, **kw)
+            return [(o["Key"], o["Size"], o["ETag"].strip('"')) for p in pages for o in p.get("Contents", [])]
+
+        for prefix in ("", "flat/", "hex/", "tree/", "tree/0000", "tree/00001/", "flat/0000014", "nothing/"):
+            assert boto3_list(prefix, PaginationConfig={"PageSize": 250}) == list(keyspace.objects(n, prefix)), prefix
+        server.lists(reset=True)
+        assert len(boto3_list("flat/", PaginationConfig={"PageSize": 100})) == n
+        assert server.lists() == 15
+
+        items = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=SYNTHETIC_BUCKET, Prefix="tree/", Delimiter="/",
+                                                                 PaginationConfig={"PageSize": 1}):
+            items += [c["Prefix"] for c in page.get("CommonPrefixes", [])] + [o["Key"] for o in page.get("Contents", [])]
+        assert items == ["tree/00000/", "tree/00001/"]
+        top = s3.list_objects_v2(Bucket=SYNTHETIC_BUCKET, Delimiter="/")
+        assert [c["Prefix"] for c in top["CommonPrefixes"]] == ["flat/", "hex/", "tree/"] and "Contents" not in top
+        after = s3.list_objects_v2(Bucket=SYNTHETIC_BUCKET, Prefix="flat/", StartAfter="flat/00000099.jpg", MaxKeys=2)
+        assert [o["Key"] for o in after["Contents"]] == ["flat/00000100.jpg", "flat/00000101.jpg"] and after["IsTruncated"]
+        beyond = s3.list_objects_v2(Bucket=SYNTHETIC_BUCKET, Prefix="tree/", StartAfter="tree/00000/x", Delimiter="/")
+        assert [c["Prefix"] for c in beyond["CommonPrefixes"]] == ["tree/00001/"]  # items after start-after
+        v1 = s3.list_objects(Bucket=SYNTHETIC_BUCKET, Prefix="hex/", Marker=keyspace.key(n + 10, n), MaxKeys=3)
+        assert [o["Key"] for o in v1["Contents"]] == [keyspace.key(n + i, n) for i in (11, 12, 13)]
+        assert s3.list_objects_v2(Bucket=SYNTHETIC_BUCKET, MaxKeys=0)["KeyCount"] == 0
+
+        client = s3stream.Client(endpoint_url=endpoint, access_key_id="x", secret_access_key="y")
+        for prefix in ("", "flat/", "hex/", "tree/"):
+            expected = [k for k, _, _ in keyspace.objects(n, prefix)]
+            assert [o.key for o in client.list(f"s3://{SYNTHETIC_BUCKET}/{prefix}", page_size=100, parallelism=16)] == \
+                expected, prefix
+
+    # The benchmark itself, tiny: every method checked against the key space, a table printed.
+    assert listing_bench.main(["--keys", "2000", "--runs", "1", "--ttfb-ms", "0", "--prefixes", "flat/,tree/",
+                               "--out", str(tmp_path / "listing.json")]) == 0
+    table = capsys.readouterr().out
+    assert table.count("| `flat/` |") == 3 and "s3stream-parallel" in table and "boto3" in table
+    data = json.loads((tmp_path / "listing.json").read_text())
+    assert len(data["results"]) == 6 and all(r["keys"] == 2000 for r in data["results"])
+
+
 # --- sample checks ----------------------------------------------------------------------------------------
 
 

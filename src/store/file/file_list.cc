@@ -242,8 +242,16 @@ Result<ListPage> ListTree(const std::string& root, const ListRequest& request) {
     if (!StartsWith(start_real, root_real == "/" ? "/" : root_real + "/")) return ListPage{};
   }
 
-  ListState state(prefix, request.delimiter, request.continuation_token);
-  state.token_is_prefix = !request.delimiter.empty() && !request.continuation_token.empty() &&
+  // start_after (first page only) resumes like a token that is a plain key: items after it. One
+  // outside the prefix is before all of its keys or after all of them.
+  const std::string& start_after = request.start_after;
+  const bool use_start_after = request.continuation_token.empty() && !start_after.empty();
+  if (use_start_after && !StartsWith(start_after, prefix) && start_after > prefix) return ListPage{};
+  const std::string no_token;
+  const std::string& token = use_start_after ? (StartsWith(start_after, prefix) ? start_after : no_token)
+                                             : request.continuation_token;
+  ListState state(prefix, request.delimiter, token);
+  state.token_is_prefix = !use_start_after && !request.delimiter.empty() && !request.continuation_token.empty() &&
                           request.continuation_token.find(request.delimiter, prefix.size()) != std::string::npos;
   state.max_keys = static_cast<size_t>(std::min(request.max_keys, kMaxListKeys));
   state.root_real = root_real;

@@ -27,7 +27,11 @@ class S3Store final : public ObjectStore {
     std::string query = "list-type=2&encoding-type=url&max-keys=" + std::to_string(request.max_keys) +
                         "&prefix=" + Encode(request.prefix);
     if (!request.delimiter.empty()) query += "&delimiter=" + Encode(request.delimiter);
-    if (!request.continuation_token.empty()) query += "&continuation-token=" + Encode(request.continuation_token);
+    if (!request.continuation_token.empty()) {
+      query += "&continuation-token=" + Encode(request.continuation_token);
+    } else if (!request.start_after.empty()) {
+      query += "&start-after=" + Encode(request.start_after);
+    }
     Promise<Result<ListPage>> promise;
     Run("LIST", "s3://" + bucket_ + "/" + request.prefix + "*", "GET", {bucket_, "", query}, {}, {},
         [promise](Result<BufferedResponse> r) mutable {
