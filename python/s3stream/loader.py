@@ -116,12 +116,12 @@ class _Pass:
 
     __slots__ = ("sizes", "delivered", "complete", "epochs", "expected")
 
-    def __init__(self, epochs: Dict[str, Any], complete: bool = False, expected: Optional[int] = None) -> None:
+    def __init__(self, epochs: Dict[str, Any], expected: Optional[int] = None) -> None:
         # Sizes of the index batches handed to the fetchers and not yet delivered, in order: with
         # in-order delivery (DataLoader's default) the k-th batch delivered is the k-th one sent.
         self.sizes: Deque[int] = collections.deque()
         self.delivered = 0
-        self.complete = complete
+        self.complete = False
         self.epochs = epochs  # each component's epoch when the iteration began
         # Samples the pass delivers in all, when a component says (pass_length()): frameworks stop
         # after len(loader) batches without asking for the end, and the pass is complete then too.

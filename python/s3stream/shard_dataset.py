@@ -215,14 +215,11 @@ class ShardDataset(torch.utils.data.IterableDataset):
             out.append((int(w), int(u), REMAINDERS[int(r)], int(c)))
         return out
 
-    def _next_pass(self, world: int) -> Tuple[int, List[Pass], int]:
-        """(epoch, passes, skip) the next iteration in this process reads: a position restored in
-        this worker by torchdata, else the shared one, else the current epoch from its start."""
-        if self._worker_resume is not None:
-            resume, self._worker_resume = self._worker_resume, None  # one pass only
-            return resume
-        passes = self._restored()
-        return self.epoch, passes if passes is not None else self._fresh_pass(world), 0
+    def _next_pass(self) -> Tuple[int, List[Pass], int]:
+        """What the next iteration in this process reads (_peek_pass); a position torchdata
+        restored in this worker applies to that one iteration only."""
+        resume, self._worker_resume = self._peek_pass(), None
+        return resume
 
     def fingerprint(self) -> str:
         """Identifies the shard listing: a resumed state must come from the same data."""
@@ -242,6 +239,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
         return split_for(passes, self.total_samples).per_rank - passes[-1][3]
 
     def _peek_pass(self) -> Tuple[int, List[Pass], int]:
+        """(epoch, passes, skip): a position restored in this worker by torchdata, else the shared
+        one, else the current epoch from its start."""
         if self._worker_resume is not None:
             return self._worker_resume
         passes = self._restored()
@@ -349,7 +348,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if consumer.accelerate_dispatch:
             rank, world = 0, 1  # Accelerate reads for every process on process 0 and splits batches itself
         self._iter_batch = self._batch_for(consumer.batch_size)
-        epoch, passes, skip = self._next_pass(world)
+        epoch, passes, skip = self._next_pass()
         if skip and self._resume_batch != self._iter_batch:
             raise InvalidArgumentError(
                 f"cannot resume this DataLoader worker: its position counts batches of {self._resume_batch}, "

@@ -196,5 +196,57 @@ TEST(SamplesPerRank, DropLeavesTheRestOutPadRoundsUp) {
   EXPECT_EQ(SamplesPerRank(huge, 2, Remainder::kPad), huge / 2 + 1);  // no overflow rounding up
 }
 
+TEST(EpochPlanElastic, TheGlobalSequenceDoesNotDependOnTheWorldSize) {
+  auto shards = Shards({50, 50, 37, 50, 13, 50}, 1000);
+  PlanOptions o;
+  o.seed = 3;
+  o.epoch = 2;
+  o.chunk_bytes = 9000;
+  auto single = EpochPlan::Make(shards, o);
+  ASSERT_TRUE(single.ok());
+  std::map<uint64_t, SampleRef> sequence;  // global position -> sample
+  for (size_t i = 0; i < single->positions().size(); ++i) sequence[single->positions()[i]] = single->order()[i];
+  ASSERT_EQ(sequence.size(), 250u);
+  for (int world : {2, 3, 4, 8}) {
+    o.world_size = world;
+    for (int rank = 0; rank < world; ++rank) {
+      o.rank = rank;
+      auto plan = EpochPlan::Make(shards, o);
+      ASSERT_TRUE(plan.ok());
+      for (size_t i = 0; i < plan->positions().size(); ++i) {
+        EXPECT_EQ(plan->order()[i], sequence[plan->positions()[i]]) << "world " << world << " rank " << rank;
+      }
+    }
+  }
+}
+
+TEST(EpochPlanElastic, SavedAtFourResumedAtThreeReadsEachRemainingSampleOnce) {
+  auto shards = Shards({50, 50, 50, 50, 50, 50}, 1000);
+  PlanOptions o;
+  o.world_size = 4;
+  o.seed = 11;
+  o.chunk_bytes = 7000;
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  RankSplit split;
+  for (int rank = 0; rank < 4; ++rank) {
+    o.rank = rank;
+    auto plan = EpochPlan::Make(shards, o);
+    ASSERT_TRUE(plan.ok());
+    for (int i = 0; i < 30; ++i) EXPECT_TRUE(seen.insert({plan->order()[i].shard, plan->order()[i].index}).second);
+    split = plan->split();
+  }
+  auto rest = split.After(30);
+  ASSERT_TRUE(rest.ok());
+  o.world_size = 3;
+  for (int rank = 0; rank < 3; ++rank) {
+    o.rank = rank;
+    auto plan = EpochPlan::Make(shards, o, *rest);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->samples_per_rank(), 60u);
+    for (const SampleRef& r : plan->order()) EXPECT_TRUE(seen.insert({r.shard, r.index}).second) << "replayed";
+  }
+  EXPECT_EQ(seen.size(), 300u);
+}
+
 }  // namespace
 }  // namespace s3stream
