@@ -282,14 +282,15 @@ class ShardDataset(torch.utils.data.IterableDataset):
         passes = continue_passes(passes, self._world(), self._stripe, self.remainder)
         if passes[-1][3] >= split_for(passes, self.total_samples).per_rank:
             epoch, passes = epoch + 1, []  # the saved epoch is complete: the next one starts
+        if torch.utils.data.get_worker_info() is not None:
+            # In a worker (a state loaded there by hand or by a framework): this worker's copy only,
+            # never the array the other workers and the main process share.
+            self._worker_resume = (epoch, passes or self._fresh_pass(self._world()), 0)
+            return
         sh = self._shared
         sh[_EPOCH], sh[_RESUME_EPOCH], sh[_RESUME_PASSES] = epoch, epoch if passes else -1, len(passes)
         for i, (w, u, r, c) in enumerate(passes):
             sh[_PASSES_AT + 4 * i: _PASSES_AT + 4 * i + 4] = [w, u, REMAINDERS.index(r), c]
-        if torch.utils.data.get_worker_info() is not None:
-            # In a worker (StatefulDataLoader restores a state saved at num_workers=0 in each worker):
-            # this worker's copy only, never the array the others share.
-            self._worker_resume = (epoch, passes or self._fresh_pass(self._world()), 0)
 
     def _load_worker_state(self, epoch: int, passes: List[Pass], worker_state: Any) -> None:
         worker, num_workers = worker_and_count()

@@ -85,3 +85,28 @@ def test_stateful_dataloader_resumes_without_replay_and_moves_on(shards, client,
     rest = keys(second)
     assert seen + rest == reference[0], "replayed or skipped samples"
     assert keys(take_len(second)) == reference[1]  # then the next epoch
+
+
+def test_a_position_loaded_in_one_worker_stays_in_that_worker(shards, client):
+    """A rank's position loaded inside worker 0 (a worker_init_fn here) moves only worker 0: the
+    others, and the main process, keep reading the epoch from its start."""
+    donor = dataset(shards, client, batch_size=BATCH)
+    it = iter(donor)
+    for _ in range(3 * BATCH):
+        next(it)
+    state = donor.state_dict()
+    del it
+
+    def init(worker_id: int) -> None:
+        if worker_id == 0:
+            torch.utils.data.get_worker_info().dataset.load_state_dict(state)
+
+    ds = dataset(shards, client)
+    ds.auto_epoch = False  # keep the epoch where it is: the check below reads the shared position
+    loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=2, collate_fn=collate_list,
+                                         worker_init_fn=init, multiprocessing_context="fork")
+    got = keys(loader)
+    whole = [s["__key__"] for s in dataset(shards, client, batch_size=BATCH)]
+    assert got[:BATCH] == whole[3 * BATCH:4 * BATCH]  # worker 0 continues the loaded position
+    assert got[BATCH:2 * BATCH] == whole[BATCH:2 * BATCH]  # worker 1 reads its share from the start
+    assert ds.pass_length() == len(ds) == 300  # the shared position (main process) is untouched
