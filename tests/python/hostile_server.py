@@ -59,6 +59,8 @@ class HostileServer:
         self._sock.listen(64)
         self._closed = False
         self._threads: List[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._conns: set = set()  # accepted connections not yet finished
 
     @property
     def url(self) -> str:
@@ -71,8 +73,24 @@ class HostileServer:
         return self.url
 
     def __exit__(self, *exc: object) -> None:
+        # shutdown() first: it wakes the thread blocked in accept(). Closing alone leaves it blocked,
+        # and when a signal (a DataLoader worker's SIGCHLD, say) restarts that accept(), the kernel
+        # looks the descriptor number up again: by then it may be another test's listening socket,
+        # whose connections this server would answer.
         self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for t in self._threads:
+            t.join(timeout=10)
         self._sock.close()
+        with self._lock:  # (held, so that no handler closes its connection meanwhile)
+            for conn in self._conns:  # end the handlers still waiting on a client or sending slowly
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def _accept(self) -> None:
         while not self._closed:
@@ -80,10 +98,23 @@ class HostileServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            if self._closed:
+                conn.close()
+                return
+            with self._lock:
+                self._conns.add(conn)
             t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             t.start()
 
     def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._serve_connection(conn)
+        finally:
+            with self._lock:
+                self._conns.discard(conn)
+                conn.close()
+
+    def _serve_connection(self, conn: socket.socket) -> None:
         if self.tls is not None:
             try:
                 conn = self.tls.wrap_socket(conn, server_side=True)
