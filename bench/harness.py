@@ -32,8 +32,8 @@ SUMMARY_KEYS = ["samples_per_s", "mb_per_s", "cpu_s_per_gb", "first_batch_s", "e
                 "peak_rss_mb", "peak_pss_mb", "window_s", "peak_requests"]
 # Which library runs in which scenario.
 SCENARIO_LIBRARIES = {
-    "random": ["s3stream", "s3torchconnector", "boto3"],
-    "shards": ["s3stream", "s3torchconnector", "webdataset", "mosaic", "litdata"],
+    "random": ["s3stream", "s3stream-plain", "s3torchconnector", "boto3"],
+    "shards": ["s3stream", "s3stream-plain", "s3torchconnector", "webdataset", "mosaic", "litdata"],
 }
 # Libraries that hand each worker whole shards (or chunks): with fewer shards than workers, some idle.
 SHARD_PER_WORKER = {"s3torchconnector", "webdataset", "litdata", "mosaic"}
@@ -232,7 +232,7 @@ class Harness:
         sizes = self.args.shard_sizes
         self.data.ensure(
             random="random" in self.args.scenarios and bool(self.libraries_for("random")),
-            shard_sizes=sizes if libs & {"s3stream", "s3torchconnector", "webdataset"} else (),
+            shard_sizes=sizes if libs & {"s3stream", "s3stream-plain", "s3torchconnector", "webdataset"} else (),
             mds=sizes if "mosaic" in libs and not self.skip_reason.get("mosaic") else (),
             litdata=sizes if "litdata" in libs and not self.skip_reason.get("litdata") else (),
         )

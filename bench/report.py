@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 # Line colours and order: s3stream first and bold, then peers.
 COLORS = {
     "s3stream": "#d62728",
+    "s3stream-plain": "#e377c2",  # s3stream's datasets in torch's own DataLoader
     "s3torchconnector": "#1f77b4",
     "boto3": "#7f7f7f",
     "webdataset": "#2ca02c",

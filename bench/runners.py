@@ -9,11 +9,14 @@ Scenarios:
 
 * ``random``: one ~100 KB object per sample, map-style, random order (a seeded shuffle), batch 64.
   s3stream ``MapDataset`` + ``EpochSampler(shuffle=True)`` + ``s3stream.DataLoader``;
+  ``s3stream-plain``: the same dataset and sampler in torch's own ``DataLoader`` (what Lightning,
+  Accelerate and most scripts build);
   s3torchconnector ``S3MapDataset.from_objects``; boto3 ``get_object`` per sample in a map-style
   dataset (a client per worker process). Peers use ``DataLoader(shuffle=True)``.
 * ``shards``: the same samples in tar shards, read sequentially (no shuffling in any library:
   shard order and sample order as written), split across DataLoader workers. s3stream
-  ``ShardDataset(shuffle=False)``; s3torchconnector ``S3IterableDataset.from_objects(shards,
+  ``ShardDataset(shuffle=False)`` (``s3stream-plain``: in torch's own ``DataLoader``, not told the
+  batch size); s3torchconnector ``S3IterableDataset.from_objects(shards,
   enable_sharding=True)`` with each shard's stream expanded by ``tarfile`` (as its benchmark does
   with ``load_from_tar``); webdataset ``WebDataset(["pipe:curl -s -f http://.../shard.tar", ...],
   shardshuffle=False)``; mosaicml-streaming ``StreamingDataset(remote="s3://.../mds/...")``;
@@ -77,6 +80,29 @@ def s3stream_shards(cfg: Dict[str, Any]):
                                transform=_s3stream_shard_sample, write_index=False,
                                index_cache_dir=os.path.join(cfg["tmp"], "index"), progress=False)
     return s3stream.DataLoader(ds, batch_size=cfg["batch_size"], num_workers=cfg["workers"], collate_fn=collate)
+
+
+# -- s3stream's datasets in torch's own DataLoader (what Lightning, Accelerate and most scripts build) ---
+
+
+def s3stream_plain_random(cfg: Dict[str, Any]):
+    import s3stream
+
+    ds = s3stream.MapDataset.from_objects(cfg["uris"], transform=_s3stream_object, client=_s3stream_client(cfg))
+    sampler = s3stream.EpochSampler(ds, shuffle=True, seed=cfg["seed"])
+    return torch.utils.data.DataLoader(ds, batch_size=cfg["batch_size"], sampler=sampler,
+                                       num_workers=cfg["workers"], collate_fn=collate)
+
+
+def s3stream_plain_shards(cfg: Dict[str, Any]):
+    import s3stream
+
+    # No batch_size for the dataset: it reads the loader's from the worker's first request.
+    ds = s3stream.ShardDataset(cfg["uris"], client=_s3stream_client(cfg), shuffle=False,
+                               transform=_s3stream_shard_sample, write_index=False,
+                               index_cache_dir=os.path.join(cfg["tmp"], "index"), progress=False)
+    return torch.utils.data.DataLoader(ds, batch_size=cfg["batch_size"], num_workers=cfg["workers"],
+                                       collate_fn=collate)
 
 
 # -- s3torchconnector ---------------------------------------------------------------------------------
@@ -259,9 +285,11 @@ def litdata_shards(cfg: Dict[str, Any]):
 
 RUNNERS: Dict[Tuple[str, str], Callable[[Dict[str, Any]], Any]] = {
     ("s3stream", "random"): s3stream_random,
+    ("s3stream-plain", "random"): s3stream_plain_random,
     ("s3torchconnector", "random"): s3torchconnector_random,
     ("boto3", "random"): boto3_random,
     ("s3stream", "shards"): s3stream_shards,
+    ("s3stream-plain", "shards"): s3stream_plain_shards,
     ("s3torchconnector", "shards"): s3torchconnector_shards,
     ("webdataset", "shards"): webdataset_shards,
     ("mosaic", "shards"): mosaic_shards,
@@ -271,6 +299,7 @@ RUNNERS: Dict[Tuple[str, str], Callable[[Dict[str, Any]], Any]] = {
 # The module each library needs: a cell whose library is missing is skipped, not failed.
 REQUIRES = {
     "s3stream": "s3stream",
+    "s3stream-plain": "s3stream",
     "s3torchconnector": "s3torchconnector",
     "boto3": "boto3",
     "webdataset": "webdataset",
@@ -278,7 +307,7 @@ REQUIRES = {
     "litdata": "litdata",
 }
 
-LIBRARIES = ["s3stream", "s3torchconnector", "boto3", "webdataset", "mosaic", "litdata"]
+LIBRARIES = ["s3stream", "s3stream-plain", "s3torchconnector", "boto3", "webdataset", "mosaic", "litdata"]
 
 
 def preload(library: str) -> None:
@@ -295,7 +324,7 @@ def preload(library: str) -> None:
         import boto3  # noqa: F401
     elif library == "webdataset":
         import webdataset  # noqa: F401
-    elif library == "s3stream":
+    elif library.startswith("s3stream"):
         import s3stream.loader  # noqa: F401
         import s3stream.map_dataset  # noqa: F401
         import s3stream.shard_dataset  # noqa: F401

@@ -28,12 +28,20 @@ class Consumer:
     # Accelerate's IterableDatasetShard around this dataset: keeps slice `rank` of each group of
     # `world` batches of `batch` samples.
     shard: Any = None
+    # The DataLoader fetcher asking (it holds the collate function of a worker).
+    fetcher: Any = None
 
 
 def _fetch_code() -> Any:
     from torch.utils.data._utils.fetch import _IterableDatasetFetcher
 
     return _IterableDatasetFetcher.fetch.__code__
+
+
+def _map_fetch_code() -> Any:
+    from torch.utils.data._utils.fetch import _MapDatasetFetcher
+
+    return _MapDatasetFetcher.fetch.__code__
 
 
 def _accelerate(obj: Any, name: str) -> bool:
@@ -56,7 +64,7 @@ def detect(dataset: Any, frame: Optional[FrameType]) -> Consumer:
     """What is iterating ``dataset``, from ``frame`` (its iterator's caller) upwards."""
     fetch = _fetch_code()
     batch_size: Optional[int] = None
-    shard = None
+    shard = fetcher = None
     start = frame
     depth = 0
     while frame is not None and depth < _MAX_DEPTH and batch_size is None:
@@ -66,8 +74,21 @@ def detect(dataset: Any, frame: Optional[FrameType]) -> Consumer:
         if frame.f_code is fetch:
             index = frame.f_locals.get("possibly_batched_index")
             batch_size = len(index) if getattr(owner, "auto_collation", False) and index is not None else 1
+            fetcher = owner
         frame, depth = frame.f_back, depth + 1
-    return Consumer(batch_size=batch_size, accelerate_dispatch=under_accelerate_dispatch(start), shard=shard)
+    return Consumer(batch_size=batch_size, accelerate_dispatch=under_accelerate_dispatch(start), shard=shard,
+                    fetcher=fetcher)
+
+
+def map_fetcher(frame: Optional[FrameType]) -> Any:
+    """The map-style DataLoader fetcher calling into a dataset from ``frame`` upwards, if any."""
+    fetch = _map_fetch_code()
+    depth = 0
+    while frame is not None and depth < _MAX_DEPTH:
+        if frame.f_code is fetch:
+            return frame.f_locals.get("self")
+        frame, depth = frame.f_back, depth + 1
+    return None
 
 
 def wrapped_by_shard(dataset: Any, frame: Optional[FrameType]) -> Any:
@@ -115,4 +136,5 @@ def caller(levels: int = 2) -> Optional[FrameType]:
         return None
 
 
-__all__ = ["Consumer", "caller", "detect", "shard_layout", "under_accelerate_dispatch", "wrapped_by_shard"]
+__all__ = ["Consumer", "caller", "detect", "map_fetcher", "shard_layout", "under_accelerate_dispatch",
+           "wrapped_by_shard"]

@@ -59,7 +59,7 @@ import torch
 import torch.utils.data
 
 from .errors import InvalidArgumentError
-from .transfer import PackingCollate, unpack, worker_started
+from .transfer import PackingCollate, worker_started
 
 STATE_VERSION = 1
 _COMPONENTS = ("sampler", "batch_sampler", "dataset")
@@ -207,7 +207,6 @@ class _CountingIterator:
             if record.sizes:
                 record.delivered += record.sizes.popleft()
             raise
-        batch = unpack(batch)
         if record.sizes:
             record.delivered += record.sizes.popleft()
         else:

@@ -32,8 +32,10 @@ import torch.utils.data
 
 from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client
+from .consumers import caller, map_fetcher
 from .errors import InvalidArgumentError
 from .listing import DEFAULT_PARALLELISM, list_objects, uri_base
+from .transfer import adopt_worker
 
 _LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum); tests make it smaller
 
@@ -48,8 +50,9 @@ class Sample(NamedTuple):
             ``torch.frombuffer(sample.data, dtype=torch.uint8)`` shares its memory.
         index: the sample's position in the dataset (``dataset[index]``).
 
-    A Sample pickled to another process (e.g. returned untransformed from a DataLoader worker)
-    carries a copy of its bytes: a Buffer pickles as its contents.
+    A Sample a DataLoader worker returns untransformed reaches the loop by reference (shared
+    memory, see transfer.py), whoever built the loader; pickled any other way, a Buffer carries a
+    copy of its bytes.
     """
 
     key: str
@@ -333,6 +336,7 @@ class MapDataset(torch.utils.data.Dataset):
         """Fetches sample ``index``: a :class:`Sample`, or ``transform(sample)`` when there is one."""
         i = self._check(index)
         uri = self._table.uri(i)
+        _adopt_worker()
         return self._finish(Sample(uri, self.client.get(uri), i))
 
     def __getitems__(self, indices: Sequence[int]) -> List[Any]:
@@ -341,6 +345,7 @@ class MapDataset(torch.utils.data.Dataset):
         DataLoader calls this with each batch's indices."""
         checked = [self._check(i) for i in indices]
         uris = [self._table.uri(i) for i in checked]
+        _adopt_worker()
         buffers = self.client.get_many(uris) if uris else []
         return [self._finish(Sample(u, b, i)) for u, b, i in zip(uris, buffers, checked)]
 
@@ -357,6 +362,14 @@ class MapDataset(torch.utils.data.Dataset):
 
     def __repr__(self) -> str:
         return f"s3stream.MapDataset({len(self):,} objects from {self.source})"
+
+
+def _adopt_worker() -> None:
+    """In a DataLoader worker, whoever built the loader: the Buffers about to be fetched go to the
+    shared arena and the batch crosses to the loop by reference (transfer.py). A few microseconds
+    per batch: the fetcher is found anew each time, as StatefulDataLoader may replace it."""
+    if torch.utils.data.get_worker_info() is not None:
+        adopt_worker(map_fetcher(caller(3)))
 
 
 __all__ = ["MapDataset", "Sample"]

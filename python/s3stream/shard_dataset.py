@@ -26,6 +26,7 @@ from .errors import InvalidArgumentError
 from .consumers import caller, detect, shard_layout, wrapped_by_shard
 from .resume import MAX_PASSES, PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
 from .shard_index import ShardIndex, cache_dir, load_indexes
+from .transfer import adopt_worker
 from .urls import shard_uris
 
 MiB = 1 << 20
@@ -345,6 +346,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
         # A generator: its body runs at the first next(), where the caller is DataLoader's fetcher
         # asking for a batch (consumers.py reads the batch size there), not at iter().
         consumer = detect(self, caller())
+        if torch.utils.data.get_worker_info() is not None:
+            adopt_worker(consumer.fetcher)  # batches cross to the loop by reference, whoever built the loader
         rank, world = rank_and_world(self._rank_arg, self._world_arg)
         if consumer.accelerate_dispatch:
             rank, world = 0, 1  # Accelerate reads for every process on process 0 and splits batches itself

@@ -2,7 +2,9 @@
 
 Pickling a Buffer copies its bytes several times on the way through multiprocessing's pipe (out of
 the Buffer, into the pickle, through the kernel, out again, into a new Buffer); for the raw bytes of
-a batch that is most of a worker's CPU. With ``s3stream.DataLoader`` and ``num_workers > 0``:
+a batch that is most of a worker's CPU. In the workers of ``s3stream.DataLoader``, and in those of any
+DataLoader (torch's, one Lightning or Accelerate builds) reading an s3stream dataset, which sets them
+up from its first read (``adopt_worker``); batches unpack themselves as they are unpickled:
 
 * Each worker allocates its large Buffers (downloaded objects, shard ranges) in a shared arena
   (``_core._enable_shared_arena``: a sparse memfd whose blocks the native block cache recycles),
@@ -304,8 +306,14 @@ class PackedBatch:
         self.arena, self.spans, self.tensors, self.size = arena, spans, tensors, size
 
     def __reduce__(self) -> Any:
-        return (PackedBatch, (self.tree, self.block, self.lengths, self.generation, self.arena, self.spans,
-                              self.tensors, self.size))
+        # Unpickled straight into the batch: whichever loader receives it from a worker (s3stream's,
+        # torch's, one Lightning or Accelerate built) hands the loop Buffers and tensors, never this.
+        return (_arrive, (self.tree, self.block, self.lengths, self.generation, self.arena, self.spans,
+                          self.tensors, self.size))
+
+
+def _arrive(*fields: Any) -> Any:
+    return unpack(PackedBatch(*fields))
 
 
 def _map(x: Any, fn: Callable[[Any], Any]) -> Any:
@@ -469,4 +477,15 @@ class PackingCollate:
         return pack(self.collate_fn(batch))
 
 
-__all__ = ["PackedBatch", "PackingCollate", "pack", "unpack"]
+def adopt_worker(fetcher: Any) -> None:
+    """Sets up a DataLoader worker that s3stream.DataLoader did not start (a plain torch DataLoader,
+    or one a framework built), from the dataset's first read in it: large Buffers go to the shared
+    arena from now on, and ``fetcher`` (the worker's batch fetcher) packs what its collate function
+    returns, as s3stream.DataLoader's workers do. Idempotent."""
+    worker_started()
+    collate = getattr(fetcher, "collate_fn", None)
+    if collate is not None and not isinstance(collate, PackingCollate):
+        fetcher.collate_fn = PackingCollate(collate)
+
+
+__all__ = ["PackedBatch", "PackingCollate", "adopt_worker", "pack", "unpack"]

@@ -1,0 +1,76 @@
+"""ShardDataset inside Hugging Face Accelerate, as a user's script runs it: torchrun starts two
+processes on gloo, Accelerator(cpu=True).prepare() wraps the loader (torch's or s3stream's), and the
+loop reads two epochs (accelerate_worker.py). Accelerate splits what it iterates between processes
+itself (process 0 reads and dispatches batches by default for an iterable dataset; with
+dispatch_batches=False every process keeps its slice of each group of batches), on top of the
+dataset's own split by rank: whatever the mode, every sample must arrive exactly once per epoch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import s3stream
+from shard_helpers import HERE, make_shards, sample_key, upload
+
+pytest.importorskip("accelerate", reason="accelerate is in tests/requirements.txt")
+
+SHARDS = [50] * 6  # 300 samples
+WORLD = 2
+
+
+@pytest.fixture
+def shards(boto3_client, bucket):
+    return upload(boto3_client, bucket, make_shards(SHARDS))
+
+
+def all_ids(shards) -> list:
+    return sorted(int(k[1:4]) * 100000 + int(k[5:]) for keys in shards.keys.values() for k in keys)
+
+
+def run_accelerate(s3_endpoint, shards, tmp_path, **options) -> list:
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(s3stream.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, HERE, env.get("PYTHONPATH")) if p)
+    env["S3STREAM_TEST_ENDPOINT"] = s3_endpoint
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU"):
+        env.pop(name, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
+           os.path.join(HERE, "accelerate_worker.py"), "--urls", shards.uris[0].rsplit("/", 1)[0] + "/",
+           "--out-dir", str(tmp_path)]
+    for name, value in options.items():
+        cmd += [f"--{name.replace('_', '-')}", str(value)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
+
+
+def check_epochs(results, shards) -> None:
+    """Each epoch: every sample exactly once over both processes, equal counts, a new order."""
+    expected = all_ids(shards)
+    assert [r["rank"] for r in results] == list(range(WORLD)) and {r["world"] for r in results} == {WORLD}
+    orders = []
+    for epoch in range(len(results[0]["epochs"])):
+        per_rank = [r["epochs"][epoch] for r in results]
+        assert sorted(i for ids in per_rank for i in ids) == expected, f"epoch {epoch}: lost or repeated samples"
+        assert len({len(ids) for ids in per_rank}) == 1, f"epoch {epoch}: unequal counts {[len(i) for i in per_rank]}"
+        orders.append(per_rank)
+    assert orders[0] != orders[1], "the second epoch repeated the first one's order"
+    for r in results:
+        assert r["batch_types"] == ["Tensor"], r["batch_types"]
+
+
+@pytest.mark.timeout_s(240)
+@pytest.mark.parametrize("loader", ["torch", "s3stream"])
+@pytest.mark.parametrize("dispatch", ["default", "false"])
+def test_accelerate_prepared_loader_delivers_every_sample_once(s3_endpoint, shards, tmp_path, loader, dispatch):
+    results = run_accelerate(s3_endpoint, shards, tmp_path, loader=loader, dispatch=dispatch, num_workers=2)
+    check_epochs(results, shards)
+
+
+def test_sample_ids_match_the_keys():
+    assert int(sample_key(2, 17)[1:4]) * 100000 + int(sample_key(2, 17)[5:]) == 200017
