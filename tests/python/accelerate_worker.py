@@ -33,6 +33,11 @@ def collate_ids(batch: list) -> torch.Tensor:
     return torch.tensor(batch, dtype=torch.int64)
 
 
+def collate_ids_and_names(batch: list) -> dict:
+    """A batch with strings beside the tensor (Accelerate can pass these only without dispatch)."""
+    return {"id": collate_ids(batch), "name": [f"sample-{i}" for i in batch]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--urls", required=True)
@@ -41,6 +46,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=5)
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--strings", action="store_true", help="batches carry a list of strings too")
     parser.add_argument("--out-dir", required=True)
     args = parser.parse_args()
 
@@ -53,12 +59,16 @@ def main() -> int:
     client = s3stream.Client(endpoint_url=os.environ["S3STREAM_TEST_ENDPOINT"])
     ds = s3stream.ShardDataset(args.urls, client=client, transform=sample_id, seed=3, progress=False)
     make = s3stream.DataLoader if args.loader == "s3stream" else torch.utils.data.DataLoader
+    collate = collate_ids_and_names if args.strings else collate_ids
     loader = accelerator.prepare(make(ds, batch_size=args.batch_size, num_workers=args.num_workers,
-                                      collate_fn=collate_ids))
+                                      collate_fn=collate))
     epochs, types = [], set()
     for _ in range(args.epochs):
         seen = []
         for batch in loader:
+            if args.strings:
+                assert batch["name"] == [f"sample-{i}" for i in batch["id"].tolist()], batch
+                batch = batch["id"]
             types.add(type(batch).__name__)
             seen += batch.tolist()
         epochs.append(seen)

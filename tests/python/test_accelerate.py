@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import s3stream
-from shard_helpers import HERE, make_shards, sample_key, upload
+from shard_helpers import HERE, make_shards, upload
 
 pytest.importorskip("accelerate", reason="accelerate is in tests/requirements.txt")
 
@@ -42,8 +42,8 @@ def run_accelerate(s3_endpoint, shards, tmp_path, **options) -> list:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
            os.path.join(HERE, "accelerate_worker.py"), "--urls", shards.uris[0].rsplit("/", 1)[0] + "/",
            "--out-dir", str(tmp_path)]
-    for name, value in options.items():
-        cmd += [f"--{name.replace('_', '-')}", str(value)]
+    for name, value in options.items():  # value "": a flag
+        cmd += [f"--{name.replace('_', '-')}"] + ([str(value)] if value != "" else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
@@ -72,5 +72,10 @@ def test_accelerate_prepared_loader_delivers_every_sample_once(s3_endpoint, shar
     check_epochs(results, shards)
 
 
-def test_sample_ids_match_the_keys():
-    assert int(sample_key(2, 17)[1:4]) * 100000 + int(sample_key(2, 17)[5:]) == 200017
+@pytest.mark.timeout_s(180)
+def test_accelerate_without_dispatch_passes_strings_through(s3_endpoint, shards, tmp_path):
+    """Process 0 cannot broadcast strings (dispatch mode); without dispatch they arrive as they are."""
+    results = run_accelerate(s3_endpoint, shards, tmp_path, loader="torch", dispatch="false", num_workers=0,
+                             strings="")
+    check_epochs(results, shards)
+
