@@ -12,6 +12,7 @@
 #include "bindings.h"
 #include "py_buffer.h"
 #include "s3stream/epoch_plan.h"
+#include "s3stream/mix_schedule.h"
 #include "s3stream/rank_split.h"
 #include "s3stream/shard_index.h"
 #include "s3stream/shard_reader.h"
@@ -44,10 +45,12 @@ Buffer Uint64s(const std::vector<uint64_t>& values) {
                                                  values.size() * sizeof(uint64_t)));
 }
 
-std::vector<uint64_t> OffsetsFrom(nb::handle offsets) {
-  PyBufferView view(offsets, /*writable=*/false);
+std::vector<uint64_t> Uint64sFrom(nb::handle values, const char* what) {
+  PyBufferView view(values, /*writable=*/false);
   auto bytes = view.bytes();
-  if (bytes.size() % sizeof(uint64_t)) throw StatusError(InvalidArgument("offsets must be a buffer of uint64"));
+  if (bytes.size() % sizeof(uint64_t)) {
+    throw StatusError(InvalidArgument(std::string(what) + " must be a buffer of uint64"));
+  }
   std::vector<uint64_t> out(bytes.size() / sizeof(uint64_t));
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
@@ -96,7 +99,9 @@ void InitPipeline(nb::module_& m) {
           [](Client& client, const std::vector<std::tuple<std::string, std::string, nb::handle, bool>>& shards) {
             std::vector<ShardEntry> entries;
             entries.reserve(shards.size());
-            for (const auto& [uri, etag, offsets, gzip] : shards) entries.push_back({uri, etag, OffsetsFrom(offsets), gzip});
+            for (const auto& [uri, etag, offsets, gzip] : shards) {
+              entries.push_back({uri, etag, Uint64sFrom(offsets, "offsets"), gzip});
+            }
             return std::const_pointer_cast<ShardSet>(Unwrap(ShardSet::Make(client, std::move(entries))));
           },
           nb::arg("client"), nb::arg("shards"),
@@ -181,6 +186,27 @@ void InitPipeline(nb::module_& m) {
       }, "The rank's samples as (shard, index) pairs, in delivery order.")
       .def("worker_positions", &EpochPlan::WorkerPositions, nb::arg("worker"), nb::arg("num_workers"),
            nb::arg("start") = 0);
+
+  nb::class_<MixSchedule>(m, "MixSchedule")
+      .def_static(
+          "make", [](std::vector<uint64_t> counts) { return Unwrap(MixSchedule::Make(std::move(counts))); },
+          nb::arg("counts"), "The order of a mix epoch drawing counts[s] samples from source s.")
+      .def_prop_ro("total", &MixSchedule::total)
+      .def_prop_ro("counts", &MixSchedule::counts)
+      .def(
+          "locate",
+          [](const MixSchedule& schedule, nb::handle positions) {
+            std::vector<uint64_t> wanted = Uint64sFrom(positions, "positions");
+            std::vector<uint64_t> sources(wanted.size()), draws(wanted.size());
+            {
+              nb::gil_scoped_release release;
+              std::vector<MixDraw> found = Unwrap(schedule.Locate(wanted));
+              for (size_t i = 0; i < found.size(); ++i) sources[i] = found[i].source, draws[i] = found[i].draw;
+            }
+            return std::make_pair(Uint64s(sources), Uint64s(draws));
+          },
+          nb::arg("positions"),
+          "(sources, draws) of a uint64 buffer of positions, as native uint64 buffers (memoryview(b).cast('Q')).");
 
   nb::class_<ShardSampleReader>(m, "ShardReader")
       .def(

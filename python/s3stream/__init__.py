@@ -38,6 +38,7 @@ _LAZY = {
     "EpochSampler": ".sampler",
     "DataLoader": ".loader",
     "ShardDataset": ".shard_dataset",
+    "Mix": ".mix",
     "decode": ".decoders",
 }
 
@@ -77,6 +78,7 @@ __all__ = [
     "EpochSampler",
     "DataLoader",
     "ShardDataset",
+    "Mix",
     "decode",
     "S3StreamError",
     "InvalidArgumentError",

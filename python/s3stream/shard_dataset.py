@@ -9,8 +9,6 @@ samples over as dicts: ``{"jpg": Buffer, "cls": Buffer, "__key__": "...", "__url
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import multiprocessing.context
 import os
 import shlex
 import sys
@@ -24,22 +22,15 @@ from .client import Client, default_client, release_at_exit
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
 from .consumers import caller, detect, shard_layout, wrapped_by_shard
-from .resume import MAX_PASSES, PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
+from .resume import PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
 from .shard_index import ShardIndex, cache_dir, load_indexes
+from .shared_epoch import SharedEpoch, SharedEpochMixin
 from .transfer import adopt_worker
 from .urls import shard_uris
 
 MiB = 1 << 20
 AHEAD_BUDGET = 256 * MiB  # fetched ahead across a DataLoader's workers, by default (see max_bytes_ahead)
 MIN_PIECE = 64 << 10  # smaller pieces would mean a request per few samples
-
-# The shared array through which set_epoch / load_state_dict reach (persistent) workers, and through
-# which the worker that reads a pass's last sample advances the epoch for the next pass: the epoch,
-# whether the dataset advances it itself, the epoch a restored position belongs to, and that
-# position's passes (resume.py), MAX_PASSES entries of (world_size, stripe, remainder, consumed).
-_EPOCH, _AUTO_EPOCH, _RESUME_EPOCH, _RESUME_PASSES = range(4)
-_PASSES_AT = 4
-_SHARED_SLOTS = _PASSES_AT + 4 * MAX_PASSES
 
 
 def _keep_hint(urls: Union[str, Sequence[str]], client: Client, kept: int, directory: str) -> str:
@@ -52,7 +43,7 @@ def _keep_hint(urls: Union[str, Sequence[str]], client: Client, kept: int, direc
             f"to store them there for every machine, run `{command}` or pass write_index=True")
 
 
-class ShardDataset(torch.utils.data.IterableDataset):
+class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
     """Samples from tar shards, every sample exactly once per epoch across ranks and workers.
 
     Args:
@@ -147,9 +138,9 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self.total_samples = sum(s.samples for s in self.shards)
         if self.total_samples == 0:
             raise InvalidArgumentError(f"the dataset is empty: its {len(uris)} shards hold no samples ({uris[0]} ...)")
-        # No lock: single-word reads and writes, and a fork-context lock cannot travel to spawn workers.
-        self._shared = multiprocessing.Array("q", _SHARED_SLOTS, lock=False)
-        self._shared[_AUTO_EPOCH], self._shared[_RESUME_EPOCH] = 1, -1
+        # set_epoch / load_state_dict reach (persistent) workers through it, and the worker that reads a
+        # pass's last sample advances the epoch for the next pass through it.
+        self._shared = SharedEpoch()
         self._shard_set: Any = None
         self._shard_set_pid: Optional[int] = None
         release_at_exit(self)
@@ -176,29 +167,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
     def _plan_batch_size(self) -> int:
         return self.batch_size or 1
 
-    # -- the epoch and resume position, shared with worker processes ------------------------------
-    def set_epoch(self, epoch: int) -> None:
-        """Selects the epoch whose order the next iteration follows (also in persistent workers)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise InvalidArgumentError(f"epoch must be a non-negative integer, got {epoch!r}")
-        self._shared[_EPOCH] = epoch
-
-    @property
-    def epoch(self) -> int:
-        return int(self._shared[_EPOCH])
-
-    @property
-    def auto_epoch(self) -> bool:
-        """Whether the dataset moves to the next epoch by itself once a pass has read its last
-        sample (default True): frameworks stop after ``len(loader)`` batches without asking for the
-        end of the pass, and never call ``set_epoch`` on an iterable dataset. s3stream.DataLoader,
-        which counts what the loop received, turns it off and advances epochs itself."""
-        return bool(self._shared[_AUTO_EPOCH])
-
-    @auto_epoch.setter
-    def auto_epoch(self, on: bool) -> None:
-        self._shared[_AUTO_EPOCH] = int(bool(on))
-
+    # -- the resume position, shared with worker processes (set_epoch, epoch: SharedEpochMixin) ----
     def _world(self) -> int:
         return rank_and_world(self._rank_arg, self._world_arg)[1]
 
@@ -207,14 +176,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
 
     def _restored(self) -> Optional[List[Pass]]:
         """The passes of the position load_state_dict restored, if it belongs to the current epoch."""
-        sh = self._shared
-        if int(sh[_RESUME_EPOCH]) != int(sh[_EPOCH]):
-            return None
-        out: List[Pass] = []
-        for i in range(int(sh[_RESUME_PASSES])):
-            w, u, r, c = sh[_PASSES_AT + 4 * i: _PASSES_AT + 4 * i + 4]
-            out.append((int(w), int(u), REMAINDERS[int(r)], int(c)))
-        return out
+        return self._shared.restored()
 
     def _next_pass(self) -> Tuple[int, List[Pass], int]:
         """What the next iteration in this process reads (_peek_pass); a position torchdata
@@ -288,10 +250,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
             # never the array the other workers and the main process share.
             self._worker_resume = (epoch, passes or self._fresh_pass(self._world()), 0)
             return
-        sh = self._shared
-        sh[_EPOCH], sh[_RESUME_EPOCH], sh[_RESUME_PASSES] = epoch, epoch if passes else -1, len(passes)
-        for i, (w, u, r, c) in enumerate(passes):
-            sh[_PASSES_AT + 4 * i: _PASSES_AT + 4 * i + 4] = [w, u, REMAINDERS.index(r), c]
+        self._shared.restore(epoch, passes)
 
     def _load_worker_state(self, epoch: int, passes: List[Pass], worker_state: Any) -> None:
         worker, num_workers = worker_and_count()
@@ -389,8 +348,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
 
     def _advance(self, epoch: int) -> None:
         """A pass over ``epoch`` read its last sample: the next pass reads the next epoch."""
-        if self._shared[_AUTO_EPOCH]:
-            self._shared[_EPOCH] = epoch + 1
+        self._shared.advance(epoch)
 
     def _native_shards(self) -> Any:
         # Native state never crosses a fork: each process builds its own (cheap: no I/O).
@@ -405,14 +363,9 @@ class ShardDataset(torch.utils.data.IterableDataset):
         state = dict(self.__dict__)
         state["_shard_set"] = None
         state["_shard_set_pid"] = None
-        if multiprocessing.context.get_spawning_popen() is None:
-            # Not starting a worker: shared memory cannot travel, so carry its values instead.
-            state["_shared"] = list(self._shared[:])
-        return state
+        return state  # the shared epoch pickles itself (shared memory to a spawned worker only)
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        if isinstance(state["_shared"], list):
-            state["_shared"] = multiprocessing.Array("q", state["_shared"], lock=False)
         self.__dict__.update(state)
         release_at_exit(self)
 
