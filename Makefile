@@ -98,8 +98,11 @@ BENCH_ARGS ?=
 bench: deps bench-deps install
 	$(PYTHON) -m bench $(BENCH_ARGS)
 
+# litdata and mosaicml-streaming pull in a torchvision built for another torch, whose broken import
+# then fails Lightning and torchmetrics (the tests): it goes again (the bench stubs what mosaic needs).
 bench-deps:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r bench/requirements.txt
+	$(PYTHON) -c "import torchvision" 2>/dev/null || $(PYTHON) -m pip uninstall --quiet --yes torchvision
 
 # The listing benchmark (bench/listing.py): s3stream's parallel and sequential listings and boto3's
 # paginator over 1 M keys per layout of a synthetic key space the stand-in serves with 20 ms per
