@@ -181,23 +181,37 @@ class _BatchLen:
 
 
 class _CountingIterator:
-    """Wraps DataLoader's iterator; counts the samples of each batch as the loop receives it."""
+    """Wraps DataLoader's iterator; counts the samples of each batch as the loop receives it.
 
-    def __init__(self, it: Any, record: _Pass, infer_batch_len: Any) -> None:
-        self._it = it
-        self._record = record
+    The iteration begins (its epoch is chosen, torch's iterator made, workers start reading) at the
+    first batch asked for, not at iter(): Lightning makes the iterator of a resumed run's first
+    epoch and only then calls ``set_epoch`` on the loader's sampler, which must still choose the
+    epoch that iteration reads."""
+
+    def __init__(self, begin: Callable[[], Tuple[Any, _Pass]], infer_batch_len: Any) -> None:
+        self._begin: Optional[Callable[[], Tuple[Any, _Pass]]] = begin
+        self._it: Any = None
+        self._record: Optional[_Pass] = None
         self._infer_batch_len = infer_batch_len
+
+    def _started(self) -> Any:
+        if self._begin is not None:
+            self._it, self._record = self._begin()
+            self._begin = None  # holds the loader: not past the start
+        return self._it
 
     def __iter__(self) -> "_CountingIterator":
         return self
 
     def __len__(self) -> int:
-        return len(self._it)
+        return len(self._started())
 
     def __next__(self) -> Any:
+        it = self._started()
         record = self._record
+        assert record is not None
         try:
-            batch = next(self._it)
+            batch = next(it)
         except StopIteration:
             record.complete = True
             raise
@@ -216,9 +230,23 @@ class _CountingIterator:
         return batch
 
     def __getattr__(self, name: str) -> Any:  # the rest of DataLoader's iterator, unchanged
-        if name == "_it":
+        if name in ("_it", "_begin", "_record"):
             raise AttributeError(name)
-        return getattr(self._it, name)
+        return getattr(self._started(), name)
+
+
+class _DatasetEpoch(torch.utils.data.dataloader._InfiniteConstantSampler):
+    """The sampler of an s3stream.DataLoader over an iterable dataset: torch's placeholder (every
+    index None), plus ``set_epoch``, passed on to the dataset. Frameworks tell a loader the epoch
+    through its sampler only (Lightning calls ``loader.sampler.set_epoch`` every epoch, also the
+    first one of a resumed run, whose epoch the dataset cannot know by itself)."""
+
+    def __init__(self, dataset: Any) -> None:
+        super().__init__()
+        self.dataset = dataset
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
 
 
 class _WorkerInit:
@@ -255,6 +283,12 @@ class DataLoader(torch.utils.data.DataLoader):
             # Buffers in a batch cross from the workers by reference into shared memory (transfer.py).
             self.collate_fn = PackingCollate(self.collate_fn)
             self.worker_init_fn = _WorkerInit(self.worker_init_fn)
+        if self._dataset_kind == torch.utils.data.dataloader._DatasetKind.Iterable and \
+                callable(getattr(self.dataset, "set_epoch", None)) and \
+                type(self.sampler) is torch.utils.data.dataloader._InfiniteConstantSampler:
+            # torch refuses a sampler for an iterable dataset, and a set attribute after __init__:
+            # the same placeholder, with the epoch hook frameworks call.
+            object.__setattr__(self, "sampler", _DatasetEpoch(self.dataset))
         self._s3s_advance_epoch = bool(advance_epoch)
         self._s3s_tracker = _Tracker()
         # A dataset that plans in batches (s3stream.ShardDataset deals whole batches to workers, so
@@ -282,7 +316,7 @@ class DataLoader(torch.utils.data.DataLoader):
         out = []
         for name in _COMPONENTS:
             obj = getattr(self, name, None)
-            if obj is None or id(obj) in seen:
+            if obj is None or id(obj) in seen or isinstance(obj, _DatasetEpoch):  # the dataset's own hook
                 continue
             seen.add(id(obj))
             out.append((name, obj))
@@ -320,6 +354,11 @@ class DataLoader(torch.utils.data.DataLoader):
         return _RecordingIndexSampler(inner, self._s3s_tracker, batched=self._auto_collation)
 
     def __iter__(self) -> _CountingIterator:  # type: ignore[override]
+        return _CountingIterator(self._begin_pass, _BatchLen(self._auto_collation, self.batch_size))
+
+    def _begin_pass(self) -> Tuple[Any, _Pass]:
+        """Starts an iteration (at its first batch): advances the epoch after a complete pass, and
+        makes torch's iterator."""
         previous = self._s3s_pass
         if self._s3s_advance_epoch and previous is not None and previous.complete:
             now = self._epochs()
@@ -328,7 +367,7 @@ class DataLoader(torch.utils.data.DataLoader):
                     obj.set_epoch(now[name] + 1)
         record = _Pass(self._epochs(), expected=self._pass_length())
         self._s3s_pass = record  # before super().__iter__(), which starts fetching indices
-        return _CountingIterator(super().__iter__(), record, _BatchLen(self._auto_collation, self.batch_size))
+        return super().__iter__(), record
 
     # -- resume --------------------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch.utils.data
 
+import s3stream
 from shard_helpers import ShardDataset, collate_list, make_shards, upload
 
 torchdata = pytest.importorskip("torchdata.stateful_dataloader", reason="torchdata is in tests/requirements.txt")
@@ -110,3 +111,22 @@ def test_a_position_loaded_in_one_worker_stays_in_that_worker(shards, client):
     assert got[:BATCH] == whole[3 * BATCH:4 * BATCH]  # worker 0 continues the loaded position
     assert got[BATCH:2 * BATCH] == whole[BATCH:2 * BATCH]  # worker 1 reads its share from the start
     assert ds.pass_length() == len(ds) == 300  # the shared position (main process) is untouched
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_set_epoch_on_the_loaders_sampler_before_the_first_batch_chooses_the_epoch(shards, client, workers):
+    """Lightning's order in the first epoch of a resumed run: iter(loader), then
+    loader.sampler.set_epoch(e), then the first batch. s3stream.DataLoader's sampler passes the epoch
+    to the dataset, and the iteration (its workers too) begins at the first batch, so it reads
+    epoch e (the dataset alone cannot know it: it was built at epoch 0)."""
+    kw = dict(multiprocessing_context="fork") if workers else {}
+    ds = dataset(shards, client)
+    loader = s3stream.DataLoader(ds, batch_size=BATCH, num_workers=workers, collate_fn=collate_list, **kw)
+    it = iter(loader)
+    loader.sampler.set_epoch(2)
+    got = keys(it)
+    reference = dataset(shards, client, batch_size=BATCH)
+    reference.set_epoch(2)
+    assert got == [s["__key__"] for s in reference]
+    next(iter(loader))  # the next iteration continues from the epoch chosen: 3
+    assert ds.epoch == 3
