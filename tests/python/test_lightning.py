@@ -18,7 +18,6 @@ import uuid
 
 import pytest
 
-import s3stream
 from helpers import empty_bucket, make_client
 from rank_jobs import rank_env, rank_results, run_job
 from shard_helpers import HERE, ShardDataset, make_shards, upload
