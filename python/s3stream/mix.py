@@ -32,7 +32,7 @@ from .map_dataset import MapDataset
 from .mix_plan import Length, apportion, epoch_total, parse_weights, source_sample
 from .resume import PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
 from .sampler import epoch_permutation
-from .shard_dataset import AHEAD_BUDGET, MiB, ShardDataset
+from .shard_dataset import MiB, ShardDataset, default_ahead
 from .shared_epoch import SharedEpoch, SharedEpochMixin
 from .transfer import adopt_worker
 
@@ -135,6 +135,7 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
         self._pass: Optional[Tuple[int, List[Pass]]] = None  # (epoch, passes) of the latest iteration here
         self._yielded = 0
         self._iter_batch: Optional[int] = None
+        self._orders: Dict[int, Tuple[int, Any]] = {}  # MapDataset source -> (its epoch, its permutation)
 
     def adopt_batch_size(self, batch_size: Optional[int]) -> None:
         """Called by s3stream.DataLoader with its batch size: batches are the unit dealt to workers."""
@@ -236,9 +237,7 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
     def _map_index(self, s: int, source_epoch: int, position: int) -> int:
         if not self.shuffle:
             return position
-        cached = getattr(self, "_orders", None)
-        if cached is None:
-            cached = self._orders = {}
+        cached = self._orders
         if cached.get(s, (None,))[0] != source_epoch:  # one source epoch's order kept per source
             seed = (self.seed + s * _SEED_STEP) & ((1 << 64) - 1)
             cached[s] = (source_epoch, epoch_permutation(self.lengths[s], seed, source_epoch))
@@ -248,8 +247,7 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
     def _ahead(source: ShardDataset, num_workers: int, shard_sources: int) -> int:
         if source.max_bytes_ahead is not None:
             return source.max_bytes_ahead
-        per_worker = min(64 * MiB, max(16 * MiB, AHEAD_BUDGET // num_workers))
-        return max(_MIN_AHEAD, per_worker // shard_sources)
+        return max(_MIN_AHEAD, default_ahead(num_workers) // shard_sources)
 
     # -- resume -------------------------------------------------------------------------------------------
     def _identity(self) -> Dict[str, Any]:
@@ -300,7 +298,7 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
         state["_schedule"] = None
-        state.pop("_orders", None)
+        state["_orders"] = {}
         return state
 
     def __repr__(self) -> str:

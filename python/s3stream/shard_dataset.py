@@ -30,6 +30,12 @@ from .urls import shard_uris
 
 MiB = 1 << 20
 AHEAD_BUDGET = 256 * MiB  # fetched ahead across a DataLoader's workers, by default (see max_bytes_ahead)
+
+
+def default_ahead(num_workers: int) -> int:
+    """Bytes each of ``num_workers`` readers fetches ahead by default: a share of AHEAD_BUDGET,
+    between 16 and 64 MiB."""
+    return min(64 * MiB, max(16 * MiB, AHEAD_BUDGET // num_workers))
 MIN_PIECE = 64 << 10  # smaller pieces would mean a request per few samples
 
 
@@ -322,7 +328,7 @@ class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
         plan = self.plan(epoch, passes, world_size=world, rank=rank)
         ahead = self.max_bytes_ahead
         if ahead is None:
-            ahead = min(64 * MiB, max(16 * MiB, AHEAD_BUDGET // num_workers))
+            ahead = default_ahead(num_workers)
         start = passes[-1][3]
         reader = _core.ShardReader(self._native_shards(), plan, worker, num_workers, start, ahead, self.piece_size,
                                    skip)

@@ -8,14 +8,11 @@ dataset's own split by rank: whatever the mode, every sample must arrive exactly
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-import s3stream
-from shard_helpers import HERE, make_shards, upload
+from rank_jobs import rank_env, torchrun
+from shard_helpers import make_shards, upload
 
 pytest.importorskip("accelerate", reason="accelerate is in tests/requirements.txt")
 
@@ -33,19 +30,10 @@ def all_ids(shards) -> list:
 
 
 def run_accelerate(s3_endpoint, shards, tmp_path, **options) -> list:
-    env = dict(os.environ)
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(s3stream.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, HERE, env.get("PYTHONPATH")) if p)
-    env["S3STREAM_TEST_ENDPOINT"] = s3_endpoint
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_CPU"):
-        env.pop(name, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(WORLD),
-           os.path.join(HERE, "accelerate_worker.py"), "--urls", shards.uris[0].rsplit("/", 1)[0] + "/",
-           "--out-dir", str(tmp_path)]
+    args = ["--urls", shards.uris[0].rsplit("/", 1)[0] + "/", "--out-dir", str(tmp_path)]
     for name, value in options.items():  # value "": a flag
-        cmd += [f"--{name.replace('_', '-')}"] + ([str(value)] if value != "" else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
+        args += [f"--{name.replace('_', '-')}"] + ([str(value)] if value != "" else [])
+    torchrun(WORLD, "accelerate_worker.py", args, rank_env(s3_endpoint), timeout=150)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
 
 
