@@ -231,11 +231,12 @@ TEST_P(ParallelListLayouts, EqualsTheSequentialListing) {
   } else if (pages >= 50) {
     EXPECT_GE(store->max_in_flight.load(), pages >= 200 ? c.max_requests / 2 : 4) << "did not spread";
     // Ranges that hold nothing and pages that run past their range cost requests: about a
-    // quarter more for keys of one shape; for clusters of different shapes, or keys that share a
-    // long run ("deep"), split points land in the gaps between them until they close in on the
-    // keys, one empty request (no key sent) at a time: up to about five times.
+    // quarter more for keys of one shape, at most twice as many (which ranges split, and when,
+    // depends on timing: "tree" took 1.51-1.64x the pages in 6 of 18 runs under TSan on 2 cores);
+    // for clusters of different shapes, or keys that share a long run ("deep"), split points land
+    // in the gaps between them until they close in on the keys, one empty request (no key sent) at a time: up to about five times.
     const bool clustered = c.layout == "clusters" || c.layout == "deep";
-    EXPECT_LE(store->requests.load(), clustered ? pages * 5 + 10 : pages * 3 / 2) << "too many wasted requests";
+    EXPECT_LE(store->requests.load(), clustered ? pages * 5 + 10 : pages * 2) << "too many wasted requests";
   }
 }
 
