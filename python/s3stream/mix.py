@@ -13,8 +13,8 @@ of ``len`` draws: ``counts[s]`` from source ``s`` (largest remainder of the weig
 spread evenly by the native ``MixSchedule``. Each source is read as an endless stream of its own
 epochs, each exactly once, in the source's own order; the mix's epoch ``e`` takes the next
 ``counts[s]`` samples of that stream. Ranks, workers, the epoch and resume are the datasets' own
-machinery: ``RankSplit`` passes (resume.py), batches dealt to workers round-robin, the shared epoch
-(shared_epoch.py).
+machinery (planned_iterable.py): ``RankSplit`` passes (resume.py), batches dealt to workers
+round-robin, the shared epoch (shared_epoch.py), a worker's own position for torchdata.
 """
 
 from __future__ import annotations
@@ -25,16 +25,15 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch.utils.data
 
 from . import _core
-from .consumers import caller, detect
-from .distributed import rank_and_world, worker_and_count
+from .consumers import caller
+from .distributed import rank_and_world
 from .errors import InternalError, InvalidArgumentError
 from .map_dataset import MapDataset
 from .mix_plan import Length, apportion, epoch_total, parse_weights, source_sample
-from .resume import PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
+from .planned_iterable import PlannedIterable
+from .resume import REMAINDERS, samples_per_rank, split_for
 from .sampler import epoch_permutation
 from .shard_dataset import MiB, ShardDataset, default_ahead
-from .shared_epoch import SharedEpoch, SharedEpochMixin
-from .transfer import adopt_worker
 
 _SEED_STEP = 0x9E3779B97F4A7C15  # map sources get seeds of their own: seed + s * step (mod 2^64)
 _MIN_AHEAD = 4 * MiB  # per shard source, when several share a worker's read-ahead budget
@@ -52,7 +51,7 @@ def _signature(source: Any) -> str:
     return f"MapDataset {source.fingerprint()}"
 
 
-class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
+class Mix(PlannedIterable):
     """Several ShardDatasets and MapDatasets read as one dataset, each in proportion to its weight.
 
     Args:
@@ -82,6 +81,8 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
         InvalidArgumentError: a source that is not a ShardDataset or MapDataset, weights of the wrong
             length, negative or adding up to 0, a bad length or option.
     """
+
+    _component = "Mix"
 
     def __init__(
         self,
@@ -130,11 +131,8 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
                                        "ranks: with remainder='drop' every rank would get none; use remainder='pad'")
         shard_stripes = [s._stripe for s in self.sources if isinstance(s, ShardDataset)]
         self._stripe = stripe if stripe is not None else max(shard_stripes + [1])
-        self._shared = SharedEpoch()
+        self._init_position()
         self._schedule: Any = None  # the native MixSchedule, made in each process (not picklable)
-        self._pass: Optional[Tuple[int, List[Pass]]] = None  # (epoch, passes) of the latest iteration here
-        self._yielded = 0
-        self._iter_batch: Optional[int] = None
         self._orders: Dict[int, Tuple[int, Any]] = {}  # MapDataset source -> (its epoch, its permutation)
 
     def adopt_batch_size(self, batch_size: Optional[int]) -> None:
@@ -142,23 +140,8 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
         if batch_size is not None and self.batch_size is None:
             self.batch_size = int(batch_size)
 
-    # -- the position, shared with worker processes (set_epoch, epoch, auto_epoch: SharedEpochMixin) --
-    def _world(self) -> int:
-        return rank_and_world(self._rank_arg, self._world_arg)[1]
-
-    def _peek_pass(self) -> Tuple[int, List[Pass]]:
-        passes = self._shared.restored()
-        return self.epoch, passes if passes is not None else [(self._world(), self._stripe, self.remainder, 0)]
-
-    # -- sizes ----------------------------------------------------------------------------------------
-    def __len__(self) -> int:
-        """Samples per rank in a whole epoch of the mix (the same on every rank)."""
-        return samples_per_rank(self.total, self._world(), self.remainder)
-
-    def pass_length(self) -> int:
-        """Samples per rank the next iteration delivers (fewer than ``len()`` after a resume)."""
-        _, passes = self._peek_pass()
-        return split_for(passes, self.total).per_rank - passes[-1][3]
+    def _total(self) -> int:
+        return self.total
 
     def _native_schedule(self) -> Any:
         if self._schedule is None:
@@ -181,29 +164,26 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
     # -- iteration --------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         # A generator: its body runs at the first next(), where DataLoader's fetcher names the batch size.
-        consumer = detect(self, caller())
-        if torch.utils.data.get_worker_info() is not None:
-            adopt_worker(consumer.fetcher)  # batches cross to the loop by reference, whoever built the loader
-        rank, world = rank_and_world(self._rank_arg, self._world_arg)
-        batch = self._iter_batch = consumer.batch_size or self.batch_size or 1
-        epoch, passes = self._peek_pass()
-        if passes[-1][0] != world:  # the world changed since the position was saved: continue elastically
-            passes = continue_passes(passes, world, self._stripe, self.remainder)
-        split = split_for(passes, self.total)
-        start, last = passes[-1][3], split.per_rank - 1
-        self._pass, self._yielded = (epoch, passes), 0
+        pass_ = self._start_pass(caller())
+        split = split_for(pass_.passes, self.total)
+        start, last, batch = pass_.passes[-1][3], split.per_rank - 1, pass_.batch
         if start > last:  # nothing left of the epoch
-            self._shared.advance(epoch)
-        worker, num_workers = worker_and_count()
+            self._shared.advance(pass_.epoch)
         # Batch j of the pass (batch positions from `start` on) goes to worker j mod num_workers, the
         # order in which DataLoader collects them: the loop sees the rank's order whatever the count.
         batches = [(lo, min(lo + batch, split.per_rank))
-                   for lo in range(start + worker * batch, split.per_rank, num_workers * batch)]
-        rank_positions = memoryview(split.rank_positions(rank)).cast("Q")
+                   for lo in range(start + pass_.worker * batch, split.per_rank, pass_.num_workers * batch)]
+        skip = pass_.skip  # samples of its own a worker restored by torchdata had delivered
+        while batches and skip:
+            lo, hi = batches[0]
+            batches[0:1] = [(lo + skip, hi)] if skip < hi - lo else []
+            skip = max(0, skip - (hi - lo))
+        rank_positions = memoryview(split.rank_positions(pass_.rank)).cast("Q")
         wanted = array("Q", (rank_positions[i] for lo, hi in batches for i in range(lo, hi)))
         sources, draws = (memoryview(b).cast("Q") for b in self._native_schedule().locate(wanted))
-        draws_of = [source_sample(epoch, self.counts[s], self.lengths[s], d) for s, d in zip(sources, draws)]
-        yield from self._samples(epoch, last, batches, sources, draws_of, num_workers)
+        draws_of = [source_sample(pass_.epoch, self.counts[s], self.lengths[s], d) for s, d in zip(sources, draws)]
+        samples = self._samples(pass_.epoch, last, batches, sources, draws_of, pass_.num_workers)
+        yield from self._laid_out(samples, pass_)
 
     def _samples(self, epoch: int, last: int, batches: List[Tuple[int, int]], sources: Sequence[int],
                  draws: List[Tuple[int, int]], num_workers: int) -> Iterator[Any]:
@@ -249,50 +229,12 @@ class Mix(SharedEpochMixin, torch.utils.data.IterableDataset):
             return source.max_bytes_ahead
         return max(_MIN_AHEAD, default_ahead(num_workers) // shard_sources)
 
-    # -- resume -------------------------------------------------------------------------------------------
+    # -- resume -----------------------------------------------------------------------------------------
     def _identity(self) -> Dict[str, Any]:
         # What fixes the epoch's global sequence; counts first: they name a mix of other sizes or weights.
         mine: Dict[str, Any] = {"counts": list(self.counts), "seed": self.seed, "shuffle": self.shuffle}
         mine.update({f"source{i}": _signature(s) for i, s in enumerate(self.sources)})
         return mine
-
-    def _refuse_in_worker(self, what: str) -> None:
-        if torch.utils.data.get_worker_info() is not None:
-            raise InvalidArgumentError(
-                f"Mix.{what} in a DataLoader worker: a worker's own position is not supported for a Mix "
-                "(torchdata's StatefulDataLoader asks for one); save and restore the position with "
-                "s3stream.DataLoader.state_dict() / load_state_dict() in the main process")
-
-    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
-        """Where the epoch stands. ``consumed``: samples the training loop received in the current
-        iteration (s3stream.DataLoader passes it); by default what this process yielded itself (right
-        for num_workers=0). Enough to resume at any world size (docs/epoch_plan.md, "Elastic resume")."""
-        self._refuse_in_worker("state_dict()")
-        if consumed is None and self._pass is not None:
-            (epoch, passes), done = self._pass, self._yielded
-        else:
-            epoch, passes = self._peek_pass()
-            done = int(consumed or 0)
-        *last, start = passes[-1]
-        return {"plan": PLAN_VERSION, "epoch": epoch,
-                "passes": [list(p) for p in passes[:-1]] + [[*last, start + done]],
-                "consumed": start + done, "world_size": last[0], "remainder": self.remainder, **self._identity()}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """The next iteration continues the saved epoch: nothing replayed, nothing skipped, whatever
-        the number of workers and ranks now (the state of any one rank serves every rank).
-
-        Raises:
-            InvalidArgumentError: not a Mix state, or one from a mix of other sources, weights, length
-                or seed (the message names the first field that differs).
-        """
-        self._refuse_in_worker("load_state_dict()")
-        epoch, passes = check_state(state, self._identity(), component="Mix", total=self.total)
-        passes = continue_passes(passes, self._world(), self._stripe, self.remainder)
-        if passes[-1][3] >= split_for(passes, self.total).per_rank:
-            epoch, passes = epoch + 1, []  # the saved epoch is complete: the next one starts
-        self._shared.restore(epoch, passes)
-        self._pass, self._yielded = None, 0
 
     # -- pickling (spawn workers): no native handles ----------------------------------------------------
     def __getstate__(self) -> Dict[str, Any]:

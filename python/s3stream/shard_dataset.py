@@ -12,20 +12,17 @@ import hashlib
 import os
 import shlex
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
-
-import torch.utils.data
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _core
 from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client, release_at_exit
-from .distributed import rank_and_world, worker_and_count
+from .consumers import caller
+from .distributed import rank_and_world
 from .errors import InvalidArgumentError
-from .consumers import caller, detect, shard_layout, wrapped_by_shard
-from .resume import PLAN_VERSION, REMAINDERS, Pass, check_state, continue_passes, samples_per_rank, split_for
+from .planned_iterable import PlannedIterable
+from .resume import REMAINDERS, Pass, split_for
 from .shard_index import ShardIndex, cache_dir, load_indexes
-from .shared_epoch import SharedEpoch, SharedEpochMixin
-from .transfer import adopt_worker
 from .urls import shard_uris
 
 MiB = 1 << 20
@@ -49,7 +46,7 @@ def _keep_hint(urls: Union[str, Sequence[str]], client: Client, kept: int, direc
             f"to store them there for every machine, run `{command}` or pass write_index=True")
 
 
-class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
+class ShardDataset(PlannedIterable):
     """Samples from tar shards, every sample exactly once per epoch across ranks and workers.
 
     Args:
@@ -85,6 +82,8 @@ class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
             ``~/.cache/s3stream/index``). Its entries record the shard's ETag and size: a changed
             shard is indexed again. See :mod:`s3stream.shard_index`.
     """
+
+    _component = "ShardDataset"
 
     def __init__(
         self,
@@ -144,20 +143,11 @@ class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
         self.total_samples = sum(s.samples for s in self.shards)
         if self.total_samples == 0:
             raise InvalidArgumentError(f"the dataset is empty: its {len(uris)} shards hold no samples ({uris[0]} ...)")
-        # set_epoch / load_state_dict reach (persistent) workers through it, and the worker that reads a
-        # pass's last sample advances the epoch for the next pass through it.
-        self._shared = SharedEpoch()
+        self._init_position()
         self._shard_set: Any = None
         self._shard_set_pid: Optional[int] = None
         release_at_exit(self)
         self._stripe = int(_core.EpochPlan.default_stripe(self._native_shards(), chunk_bytes))
-        self._pass: Optional[Tuple[int, List[Pass]]] = None  # (epoch, passes) of the latest iteration here
-        self._yielded = 0  # samples that iteration yielded in this process
-        self._worker_resume: Optional[Tuple[int, List[Pass], int]] = None  # set in a worker: (epoch, passes, skip)
-        self._warned_batch = False
-        self._iter_batch: Optional[int] = None  # the batch size the latest iteration dealt to workers
-        self._worker_skip = 0
-        self._resume_batch: Optional[int] = None  # the batch size a worker's restored position counts in
 
     def adopt_batch_size(self, batch_size: Optional[int]) -> None:
         """Called by s3stream.DataLoader with its batch size: batches are the unit dealt to workers."""
@@ -169,26 +159,8 @@ class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
             return
         self.batch_size = int(batch_size)
 
-    @property
-    def _plan_batch_size(self) -> int:
-        return self.batch_size or 1
-
-    # -- the resume position, shared with worker processes (set_epoch, epoch: SharedEpochMixin) ----
-    def _world(self) -> int:
-        return rank_and_world(self._rank_arg, self._world_arg)[1]
-
-    def _fresh_pass(self, world: int) -> List[Pass]:
-        return [(world, self._stripe, self.remainder, 0)]
-
-    def _restored(self) -> Optional[List[Pass]]:
-        """The passes of the position load_state_dict restored, if it belongs to the current epoch."""
-        return self._shared.restored()
-
-    def _next_pass(self) -> Tuple[int, List[Pass], int]:
-        """What the next iteration in this process reads (_peek_pass); a position torchdata
-        restored in this worker applies to that one iteration only."""
-        resume, self._worker_resume = self._peek_pass(), None
-        return resume
+    def _total(self) -> int:
+        return self.total_samples
 
     def fingerprint(self) -> str:
         """Identifies the shard listing: a resumed state must come from the same data."""
@@ -202,87 +174,7 @@ class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
         return {"seed": self.seed, "shuffle": self.shuffle, "fingerprint": self.fingerprint(),
                 "sequence": [self.interleave, self.chunk_bytes, self.shuffle_chunks]}
 
-    def pass_length(self) -> int:
-        """Samples per rank the next iteration delivers (fewer than ``len()`` after a resume)."""
-        _, passes, _ = self._peek_pass()
-        return split_for(passes, self.total_samples).per_rank - passes[-1][3]
-
-    def _peek_pass(self) -> Tuple[int, List[Pass], int]:
-        """(epoch, passes, skip): a position restored in this worker by torchdata, else the shared
-        one, else the current epoch from its start."""
-        if self._worker_resume is not None:
-            return self._worker_resume
-        passes = self._restored()
-        return self.epoch, passes if passes is not None else self._fresh_pass(self._world()), 0
-
-    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
-        """Where the epoch stands. ``consumed``: samples the training loop received in the current
-        iteration (s3stream.DataLoader passes it); by default, what this process yielded itself
-        (right for num_workers=0). In a DataLoader worker (torchdata's StatefulDataLoader asks each
-        worker), the worker's own position, which load_state_dict restores in the same worker."""
-        if consumed is None and self._pass is not None:
-            (epoch, passes), done = self._pass, self._yielded  # what this process read itself
-        else:  # the pass the workers read (or the next one), and what the loop received of it
-            epoch, passes, _ = self._peek_pass()
-            done = int(consumed or 0)
-        *last, start = passes[-1]
-        state: Dict[str, Any] = {"plan": PLAN_VERSION, "epoch": epoch,
-                                 "passes": [list(p) for p in passes[:-1]] + [[*last, start + done]],
-                                 "consumed": start + done, "world_size": last[0], "remainder": self.remainder,
-                                 **self._identity()}
-        worker, num_workers = worker_and_count()
-        if torch.utils.data.get_worker_info() is not None:
-            # A worker only knows its own samples: its position is its share's, not the rank's.
-            state["passes"][-1][3] = start
-            state["consumed"] = start
-            state["worker"] = {"id": worker, "num_workers": num_workers, "batch_size": self._iter_batch,
-                               "consumed": self._worker_skip + self._yielded}
-        return state
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """The next iteration continues the saved epoch: nothing is replayed, nothing skipped,
-        whatever the number of DataLoader workers and ranks now (a state saved on any one rank
-        serves every rank of a job of any size: elastic resume)."""
-        epoch, passes = check_state(state, self._identity(), component="ShardDataset", total=self.total_samples)
-        worker_state = state.get("worker")
-        if worker_state is not None:
-            self._load_worker_state(epoch, passes, worker_state)
-            return
-        passes = continue_passes(passes, self._world(), self._stripe, self.remainder)
-        if passes[-1][3] >= split_for(passes, self.total_samples).per_rank:
-            epoch, passes = epoch + 1, []  # the saved epoch is complete: the next one starts
-        if torch.utils.data.get_worker_info() is not None:
-            # In a worker (a state loaded there by hand or by a framework): this worker's copy only,
-            # never the array the other workers and the main process share.
-            self._worker_resume = (epoch, passes or self._fresh_pass(self._world()), 0)
-            return
-        self._shared.restore(epoch, passes)
-
-    def _load_worker_state(self, epoch: int, passes: List[Pass], worker_state: Any) -> None:
-        worker, num_workers = worker_and_count()
-        ok = isinstance(worker_state, dict) and worker_state.get("id") == worker and \
-            worker_state.get("num_workers") == num_workers and isinstance(worker_state.get("consumed"), int)
-        if not ok or torch.utils.data.get_worker_info() is None:
-            raise InvalidArgumentError(
-                f"cannot resume: this state is DataLoader worker {worker_state!r:.80}'s own position, which only "
-                "that worker can continue (torchdata's StatefulDataLoader restores it there, with the same "
-                "num_workers); save the position with s3stream.DataLoader.state_dict() to resume elsewhere")
-        if passes[-1][:3] != (self._world(), self._stripe, self.remainder):
-            raise InvalidArgumentError(
-                "cannot resume: a DataLoader worker's own position continues only the same split (world size "
-                f"{passes[-1][0]}); s3stream.DataLoader.state_dict() saves one that resumes at any world size")
-        self._worker_resume = (epoch, passes, int(worker_state["consumed"]))
-        self._resume_batch = worker_state.get("batch_size")
-
     # -- iteration ---------------------------------------------------------------------------------
-    def __len__(self) -> int:
-        """Samples per rank in a whole epoch (the same on every rank)."""
-        per_rank = samples_per_rank(self.total_samples, self._world(), self.remainder)
-        shard = wrapped_by_shard(self, caller())
-        # Accelerate's IterableDatasetShard divides len() by the number of processes, taking it for
-        # the whole stream's; what it yields here is this rank's share.
-        return per_rank * shard.num_processes if shard is not None else per_rank
-
     def plan(self, epoch: Optional[int] = None, passes: Optional[List[Pass]] = None, *,
              world_size: Optional[int] = None, rank: Optional[int] = None) -> Any:
         """The native epoch plan for this rank (for inspection and tests)."""
@@ -293,53 +185,26 @@ class ShardDataset(SharedEpochMixin, torch.utils.data.IterableDataset):
         o.seed, o.epoch = self.seed, self.epoch if epoch is None else epoch
         o.world_size, o.rank, o.shuffle = passes[-1][0], my_rank if rank is None else rank, self.shuffle
         o.remainder = _core.Remainder.drop if passes[-1][2] == "drop" else _core.Remainder.pad
-        o.batch_size, o.interleave = self._iter_batch or self._plan_batch_size, self.interleave
+        o.batch_size, o.interleave = self._iter_batch or self.batch_size or 1, self.interleave
         o.chunk_bytes, o.shuffle_chunks, o.stripe = self.chunk_bytes, self.shuffle_chunks, passes[-1][1]
         remaining = None if len(passes) == 1 else split_for(passes, self.total_samples).remaining
         return _core.EpochPlan.make(self._native_shards(), o, remaining)
 
-    def _batch_for(self, detected: Optional[int]) -> int:
-        if detected is None:
-            return self._plan_batch_size
-        if self.batch_size is not None and detected != self.batch_size and not self._warned_batch:
-            self._warned_batch = True
-            print(f"s3stream: ShardDataset(batch_size={self.batch_size}) but the DataLoader takes batches of "
-                  f"{detected}; dealing batches of {detected} to its workers", file=sys.stderr)
-        return detected
-
     def __iter__(self) -> Iterator[Any]:
         # A generator: its body runs at the first next(), where the caller is DataLoader's fetcher
         # asking for a batch (consumers.py reads the batch size there), not at iter().
-        consumer = detect(self, caller())
-        if torch.utils.data.get_worker_info() is not None:
-            adopt_worker(consumer.fetcher)  # batches cross to the loop by reference, whoever built the loader
-        rank, world = rank_and_world(self._rank_arg, self._world_arg)
-        if consumer.accelerate_dispatch:
-            rank, world = 0, 1  # Accelerate reads for every process on process 0 and splits batches itself
-        self._iter_batch = self._batch_for(consumer.batch_size)
-        epoch, passes, skip = self._next_pass()
-        if skip and self._resume_batch != self._iter_batch:
-            raise InvalidArgumentError(
-                f"cannot resume this DataLoader worker: its position counts batches of {self._resume_batch}, "
-                f"the DataLoader now takes {self._iter_batch}; resume with the saved batch size")
-        if passes[-1][0] != world:  # the world changed since the position was saved: continue it elastically
-            passes = continue_passes(passes, world, self._stripe, self.remainder)
-        worker, num_workers = worker_and_count()
-        plan = self.plan(epoch, passes, world_size=world, rank=rank)
+        pass_ = self._start_pass(caller())
+        plan = self.plan(pass_.epoch, pass_.passes, world_size=pass_.world, rank=pass_.rank)
         ahead = self.max_bytes_ahead
         if ahead is None:
-            ahead = default_ahead(num_workers)
-        start = passes[-1][3]
-        reader = _core.ShardReader(self._native_shards(), plan, worker, num_workers, start, ahead, self.piece_size,
-                                   skip)
-        self._pass, self._yielded, self._worker_skip = (epoch, passes), 0, skip
+            ahead = default_ahead(pass_.num_workers)
+        start = pass_.passes[-1][3]
+        reader = _core.ShardReader(self._native_shards(), plan, pass_.worker, pass_.num_workers, start, ahead,
+                                   self.piece_size, pass_.skip)
         last = plan.samples_per_rank - 1
         if start > last:  # nothing left of the epoch
-            self._advance(epoch)
-        samples = self._samples(reader, epoch, last)
-        if consumer.shard is not None:
-            samples = shard_layout(samples, consumer.shard, world, self._iter_batch)
-        yield from samples
+            self._advance(pass_.epoch)
+        yield from self._laid_out(self._samples(reader, pass_.epoch, last), pass_)
 
     def _samples(self, reader: Any, epoch: int, last: int) -> Iterator[Any]:
         transform = self.transform

@@ -300,6 +300,35 @@ def test_resume_mid_epoch_is_exact(shards, client, map_uris, before, after, k):
     assert idents(dl) == idents(reference)  # then the next epoch, whole
 
 
+@pytest.mark.parametrize("workers, k", [(0, 5), (2, 5), (2, 6), (3, 4)])
+def test_stateful_dataloader_resumes_a_mix_exactly(shards, client, map_uris, workers, k):
+    """torchdata's StatefulDataLoader saves each worker's own position (it used to raise in a
+    worker) and restores it into the same worker: with shard and map sources, after k batches, the
+    rest of the epoch comes once, nothing replayed, then the next epoch whole, though torchdata
+    never calls set_epoch."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make():
+        maps = s3stream.MapDataset(map_uris, client=client)
+        mix = s3stream.Mix([*sources(shards, client), maps], [3, 1, 2], length="longest", seed=7)
+        kw = dict(multiprocessing_context="fork") if workers else {}
+        return mix, StatefulDataLoader(mix, batch_size=BATCH, num_workers=workers, collate_fn=collate_list, **kw)
+
+    reference, _ = make()
+    epochs = [idents(reference), idents(reference)]
+    assert epochs[0] != epochs[1]
+    mix, dl = make()
+    it = iter(dl)
+    seen = idents(next(it) for _ in range(k))
+    state = dl.state_dict()
+    del it, dl
+    clone, dl = make()
+    dl.load_state_dict(json.loads(json.dumps(state, default=list)))
+    rest = idents(dl)
+    assert seen + rest == epochs[0], "replayed or skipped samples"
+    assert idents(dl) == epochs[1] and clone.epoch == 2  # then the next epoch, whole
+
+
 def test_resume_without_a_loader(shards, client):
     mix = s3stream.Mix(sources(shards, client), [1, 2], length="shortest")
     whole = idents(mix)
