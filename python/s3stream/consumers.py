@@ -97,6 +97,16 @@ def wrapped_by_shard(dataset: Any, frame: Optional[FrameType]) -> Any:
     return owner if _accelerate(owner, "IterableDatasetShard") and owner.dataset is dataset else None
 
 
+def forward_state(shard: Any, dataset: Any) -> None:
+    """Gives Accelerate's IterableDatasetShard around ``dataset`` the dataset's state_dict and
+    load_state_dict. torchdata's StatefulDataLoader (Accelerate's use_stateful_dataloader) saves and
+    restores the position of the dataset it holds, which is the shard: without them it would save none
+    and on resume replay the saved number of batches from a fresh iterator. On this instance only (a
+    worker's copy and a spawned worker's pickle carry them too)."""
+    if "state_dict" not in vars(shard):
+        shard.state_dict, shard.load_state_dict = dataset.state_dict, dataset.load_state_dict
+
+
 def shard_layout(samples: Iterator[Any], shard: Any, world: int, batch_size: int) -> Iterator[Any]:
     """This rank's samples laid out so that Accelerate's IterableDatasetShard, which keeps slice
     ``process_index`` of every group of ``num_processes`` batches, keeps exactly them: the other
@@ -136,5 +146,5 @@ def caller(levels: int = 2) -> Optional[FrameType]:
         return None
 
 
-__all__ = ["Consumer", "caller", "detect", "map_fetcher", "shard_layout", "under_accelerate_dispatch",
+__all__ = ["Consumer", "caller", "detect", "forward_state", "map_fetcher", "shard_layout", "under_accelerate_dispatch",
            "wrapped_by_shard"]

@@ -165,6 +165,8 @@ class Mix(PlannedIterable):
     def __iter__(self) -> Iterator[Any]:
         # A generator: its body runs at the first next(), where DataLoader's fetcher names the batch size.
         pass_ = self._start_pass(caller())
+        if pass_.idle:
+            return
         split = split_for(pass_.passes, self.total)
         start, last, batch = pass_.passes[-1][3], split.per_rank - 1, pass_.batch
         if start > last:  # nothing left of the epoch

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch.utils.data
 
-from .consumers import Consumer, caller, detect, shard_layout, wrapped_by_shard
+from .consumers import Consumer, caller, detect, forward_state, shard_layout, wrapped_by_shard
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
 from .resume import PLAN_VERSION, Pass, check_state, continue_passes, samples_per_rank, split_for
@@ -41,6 +41,22 @@ class PassStart:
     skip: int
     worker: int
     num_workers: int
+    idle: bool = False  # a process that Accelerate's dispatcher never reads from: it reads nothing
+
+
+_advised: List[bool] = []  # once per process
+
+
+def _advise_against_dispatch(rank: int) -> None:
+    """One line, from process 0's first reader: dispatch mode is neither resumable nor parallel."""
+    if rank != 0 or _advised or worker_and_count()[0] != 0:
+        return
+    _advised.append(True)
+    print("s3stream: Accelerate dispatches batches from process 0 (dispatch_batches, its default for an iterable "
+          "dataset): process 0 reads for every process, and a state saved by accelerator.save_state cannot be "
+          "resumed exactly (every process writes its own loader state to the same file). "
+          "Accelerator(dataloader_config=DataLoaderConfiguration(dispatch_batches=False)) lets each process read its "
+          "own share, resumably", file=sys.stderr)
 
 
 class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
@@ -89,9 +105,19 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
         """Samples per rank in a whole epoch (the same on every rank)."""
         per_rank = samples_per_rank(self._total(), self._world(), self.remainder)
         shard = wrapped_by_shard(self, caller())
+        if shard is None:
+            return per_rank
         # Accelerate's IterableDatasetShard divides len() by the number of processes, taking it for
         # the whole stream's; what it yields here is this rank's share.
-        return per_rank * shard.num_processes if shard is not None else per_rank
+        forward_state(shard, self)
+        return per_rank * shard.num_processes
+
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch whose order the next iteration follows (also in persistent workers)."""
+        shard = wrapped_by_shard(self, caller())
+        if shard is not None:  # Accelerate's loader, in the main process, before it starts an iteration
+            forward_state(shard, self)
+        super().set_epoch(epoch)
 
     def pass_length(self) -> int:
         """Samples per rank the next iteration delivers (fewer than ``len()`` after a resume)."""
@@ -159,10 +185,6 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
                 f"cannot resume: this state is DataLoader worker {worker_state!r:.80}'s own position, which only "
                 "that worker can continue (torchdata's StatefulDataLoader restores it there, with the same "
                 "num_workers); save the position with s3stream.DataLoader.state_dict() to resume elsewhere")
-        if passes[-1][:3] != (self._world(), self._stripe, self.remainder):
-            raise InvalidArgumentError(
-                "cannot resume: a DataLoader worker's own position continues only the same split (world size "
-                f"{passes[-1][0]}); s3stream.DataLoader.state_dict() saves one that resumes at any world size")
         self._worker_resume = (epoch, passes, int(worker_state["consumed"]))
         self._resume_batch = worker_state.get("batch_size")
 
@@ -181,22 +203,33 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
         asking for a batch, which names the batch size): what this iteration reads. A position torchdata
         restored in this worker applies to this one iteration only."""
         consumer = detect(self, frame)
+        if consumer.shard is not None:
+            forward_state(consumer.shard, self)
         if torch.utils.data.get_worker_info() is not None:
             adopt_worker(consumer.fetcher)  # batches cross to the loop by reference, whoever built the loader
         rank, world = rank_and_world(self._rank_arg, self._world_arg)
+        idle = False
         if consumer.accelerate_dispatch:
-            rank, world = 0, 1  # Accelerate reads for every process on process 0 and splits batches itself
+            # Accelerate reads for every process on process 0 and splits batches itself; the others make
+            # an iterator they never advance (its prefetching would be wasted GETs).
+            _advise_against_dispatch(rank)
+            rank, world, idle = 0, 1, rank != 0
         batch = self._iter_batch = self._batch_for(consumer.batch_size)
         (epoch, passes, skip), self._worker_resume = self._peek_pass(), None
         if skip and self._resume_batch != batch:
             raise InvalidArgumentError(
                 f"cannot resume this DataLoader worker: its position counts batches of {self._resume_batch}, "
                 f"the DataLoader now takes {batch}; resume with the saved batch size")
+        if skip and passes[-1][:3] != (world, self._stripe, self.remainder):
+            raise InvalidArgumentError(
+                "cannot resume this DataLoader worker: its own position continues only the same split (world size "
+                f"{passes[-1][0]}, now {world}); s3stream.DataLoader.state_dict() saves one that resumes at any "
+                "world size")
         if passes[-1][0] != world:  # the world changed since the position was saved: continue it elastically
             passes = continue_passes(passes, world, self._stripe, self.remainder)
         worker, num_workers = worker_and_count()
         self._pass, self._yielded, self._worker_skip = (epoch, passes), 0, skip
-        return PassStart(consumer, rank, world, batch, epoch, passes, skip, worker, num_workers)
+        return PassStart(consumer, rank, world, batch, epoch, passes, skip, worker, num_workers, idle)
 
     def _laid_out(self, samples: Iterator[Any], start: PassStart) -> Iterator[Any]:
         """``samples`` as the consumer expects them (Accelerate's IterableDatasetShard: consumers.py)."""

@@ -44,9 +44,11 @@ def continue_passes(passes: Sequence[Pass], world: int, stripe: int, remainder: 
     when nothing about the split changed (every rank resumes its own share), else a new pass over
     what the saved one left."""
     passes = [tuple(p) for p in passes]  # type: ignore[misc]
-    w, u, r, _ = passes[-1]
+    w, u, r, consumed = passes[-1]
     if (w, u, r) == (world, stripe, remainder):
         return passes  # type: ignore[return-value]
+    if consumed == 0:  # a pass that delivered nothing: the new one replaces it (the same remainder of the epoch)
+        return passes[:-1] + [(world, stripe, remainder, 0)]  # type: ignore[list-item]
     if len(passes) >= MAX_PASSES:
         raise InvalidArgumentError(f"cannot resume: the epoch was already read in {len(passes)} passes (resumed "
                                    f"at another world size that often); finish it at world size {w}")

@@ -194,6 +194,8 @@ class ShardDataset(PlannedIterable):
         # A generator: its body runs at the first next(), where the caller is DataLoader's fetcher
         # asking for a batch (consumers.py reads the batch size there), not at iter().
         pass_ = self._start_pass(caller())
+        if pass_.idle:
+            return
         plan = self.plan(pass_.epoch, pass_.passes, world_size=pass_.world, rank=pass_.rank)
         ahead = self.max_bytes_ahead
         if ahead is None:

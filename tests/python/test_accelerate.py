@@ -42,7 +42,7 @@ def check_epochs(results, shards) -> None:
     expected = all_ids(shards)
     assert [r["rank"] for r in results] == list(range(WORLD)) and {r["world"] for r in results} == {WORLD}
     orders = []
-    for epoch in range(len(results[0]["epochs"])):
+    for epoch in sorted(results[0]["epochs"], key=int):
         per_rank = [r["epochs"][epoch] for r in results]
         assert sorted(i for ids in per_rank for i in ids) == expected, f"epoch {epoch}: lost or repeated samples"
         assert len({len(ids) for ids in per_rank}) == 1, f"epoch {epoch}: unequal counts {[len(i) for i in per_rank]}"
@@ -58,6 +58,42 @@ def check_epochs(results, shards) -> None:
 def test_accelerate_prepared_loader_delivers_every_sample_once(s3_endpoint, shards, tmp_path, loader, dispatch):
     results = run_accelerate(s3_endpoint, shards, tmp_path, loader=loader, dispatch=dispatch, num_workers=2)
     check_epochs(results, shards)
+
+
+@pytest.mark.timeout_s(240)
+@pytest.mark.parametrize("loader", ["torch", "s3stream"])
+def test_accelerate_prepared_mix_delivers_every_sample_once(s3_endpoint, shards, tmp_path, loader):
+    """A Mix of two ShardDatasets (each read once per epoch) in Accelerate's default dispatch mode."""
+    results = run_accelerate(s3_endpoint, shards, tmp_path, loader=loader, dataset="mix", num_workers=2)
+    check_epochs(results, shards)
+
+
+@pytest.mark.timeout_s(420)
+@pytest.mark.parametrize("dataset, loader, save_at", [
+    ("shards", "torch", "1:7"), ("shards", "s3stream", "1:7"), ("mix", "torch", "1:7"), ("shards", "torch", "0:30")])
+def test_accelerate_save_state_resumes_exactly(s3_endpoint, shards, tmp_path, dataset, loader, save_at):
+    """use_stateful_dataloader=True and dispatch_batches=False: accelerator.save_state after 7
+    batches of epoch 1 (or after the last of epoch 0), a new job's load_state, and the loop (calling
+    set_epoch each epoch, as the Hugging Face Trainer does) receives on each process exactly what the
+    uninterrupted job received after that point, nothing replayed, nothing skipped."""
+    common = dict(loader=loader, dispatch="false", dataset=dataset, num_workers=2, stateful="",
+                  ckpt=str(tmp_path / "ckpt"))
+    epoch, batches = map(int, save_at.split(":"))
+    runs = {}
+    for name, extra in (("whole", {}), ("stopped", {"save_at": save_at}),
+                        ("resumed", {"resume": "", "start_epoch": 1})):
+        out = tmp_path / name
+        out.mkdir()
+        runs[name] = run_accelerate(s3_endpoint, shards, out, **common, **extra)
+    check_epochs(runs["whole"], shards)
+    for rank in range(WORLD):
+        whole, stopped, resumed = (runs[n][rank]["epochs"] for n in ("whole", "stopped", "resumed"))
+        before = stopped[str(epoch)]
+        assert len(before) == batches * 5
+        if epoch == 1:
+            assert before + resumed["1"] == whole["1"], f"rank {rank}: replayed or skipped samples"
+        else:  # the whole of epoch 0, then the next epoch whole, in its own order
+            assert before == whole["0"] and resumed["1"] == whole["1"], f"rank {rank}: epoch 1 differs"
 
 
 @pytest.mark.timeout_s(180)
