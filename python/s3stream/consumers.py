@@ -30,6 +30,8 @@ class Consumer:
     shard: Any = None
     # The DataLoader fetcher asking (it holds the collate function of a worker).
     fetcher: Any = None
+    # Lightning's fit loop is resuming a run from a checkpoint through a loader it cannot checkpoint.
+    lightning_resume_lost: bool = False
 
 
 def _fetch_code() -> Any:
@@ -47,6 +49,23 @@ def _map_fetch_code() -> Any:
 def _accelerate(obj: Any, name: str) -> bool:
     cls = type(obj)
     return cls.__name__ == name and cls.__module__.startswith("accelerate")
+
+
+def _lightning_resume_lost(frame: Optional[FrameType]) -> bool:
+    """Whether Lightning's fit loop (up the stack: a forked worker still holds its parent's frames)
+    is resuming from a checkpoint while one of its training loaders has no state_dict: Lightning then
+    neither restores its position nor tells an iterable dataset the epoch (it sets samplers' only)."""
+    depth = 0
+    while frame is not None and depth < _MAX_DEPTH:
+        owner = frame.f_locals.get("self")
+        cls = type(owner)
+        if cls.__name__ == "_FitLoop" and cls.__module__.startswith(("lightning.", "pytorch_lightning.")):
+            resuming = bool(getattr(owner, "restarting", False) or getattr(owner, "is_resuming", False))
+            combined = getattr(owner, "_combined_loader", None)
+            loaders = getattr(combined, "flattened", None) or []
+            return resuming and any(not callable(getattr(dl, "state_dict", None)) for dl in loaders)
+        frame, depth = frame.f_back, depth + 1
+    return False
 
 
 def under_accelerate_dispatch(frame: Optional[FrameType]) -> bool:
@@ -77,7 +96,7 @@ def detect(dataset: Any, frame: Optional[FrameType]) -> Consumer:
             fetcher = owner
         frame, depth = frame.f_back, depth + 1
     return Consumer(batch_size=batch_size, accelerate_dispatch=under_accelerate_dispatch(start), shard=shard,
-                    fetcher=fetcher)
+                    fetcher=fetcher, lightning_resume_lost=_lightning_resume_lost(start))
 
 
 def map_fetcher(frame: Optional[FrameType]) -> Any:

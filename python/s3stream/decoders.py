@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 INT_EXTENSIONS = {"cls", "cls2", "index", "label", "id"}
 TEXT_EXTENSIONS = {"txt", "text", "transcript"}

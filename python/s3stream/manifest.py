@@ -11,8 +11,10 @@ other fields, which are ignored. Parquet files with the same columns are read to
 when it is installed.
 
 A manifest is untrusted input: every line is checked (JSON, a key or URI, a whole non-negative
-size, the label when one is asked for, no object listed twice), and the first problem raises
-:class:`s3stream.ManifestError` naming the manifest, the line and what to fix.
+size when there is one, the label when one is asked for, no object listed twice), and the first
+problem raises :class:`s3stream.ManifestError` naming the manifest, the line and what to fix. The
+size is optional; where it is given, the dataset checks each object it reads against it (a stale
+manifest raises ObjectChangedError instead of training on other data).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .errors import InvalidArgumentError, ManifestError, MissingDependencyError
 from .listing import uri_base
 
 MAX_SIZE = 1 << 62  # the most any size may be (as in the native engine)
+UNKNOWN_SIZE = (1 << 64) - 1  # in Rows.sizes: the entry gave none
 FORMATS = ("jsonl", "parquet")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _EXAMPLE = '{"uri": "s3://bucket/train/0001.jpg", "size": 10342}'
@@ -42,7 +45,7 @@ class Rows(NamedTuple):
     base: str
     blob: bytes
     offsets: array  # 'Q'
-    sizes: array  # 'Q'
+    sizes: array  # 'Q'; UNKNOWN_SIZE where the entry gave none
     labels: Optional[Union[array, List[Any]]]  # array('q') when every label is an integer
 
 
@@ -146,18 +149,7 @@ class _Builder:
         self.unit = what
         uri = self._uri(number, row, what)
         size = row.get("size")
-        if size is None:
-            raise self.fail(number, what, f"{uri} has no size; every entry needs \"size\": <bytes>")
-        if isinstance(size, bool) or not isinstance(size, (int, float)):
-            raise self.fail(number, what, f"size of {uri} must be a whole number of bytes, got {size!r}")
-        if isinstance(size, float):
-            if not size.is_integer():
-                raise self.fail(number, what, f"size of {uri} must be a whole number of bytes, got {size!r}")
-            size = int(size)
-        if size < 0:
-            raise self.fail(number, what, f"size of {uri} is negative ({size}); sizes are bytes, 0 or more")
-        if size > MAX_SIZE:
-            raise self.fail(number, what, f"size of {uri} ({size}) is larger than any object can be")
+        size = UNKNOWN_SIZE if size is None else self._size(number, what, uri, size)
         etag = row.get("etag")
         if etag is not None and not isinstance(etag, str):
             raise self.fail(number, what, f"etag of {uri} must be a string, got {etag!r}")
@@ -176,6 +168,16 @@ class _Builder:
         self.sizes.append(size)
         self.hashes.append(hash(uri))
         self.lines.append(number)
+
+    def _size(self, number: int, what: str, uri: str, size: Any) -> int:
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or (
+                isinstance(size, float) and not size.is_integer()):
+            raise self.fail(number, what, f"size of {uri} must be a whole number of bytes, got {size!r}")
+        if size < 0:
+            raise self.fail(number, what, f"size of {uri} is negative ({size}); sizes are bytes, 0 or more")
+        if size > MAX_SIZE:
+            raise self.fail(number, what, f"size of {uri} ({size}) is larger than any object can be")
+        return int(size)
 
     def _unbase(self) -> None:
         """URIs from more than one bucket: store them whole (once; rare)."""

@@ -33,8 +33,9 @@ import torch.utils.data
 from . import collate as _collate  # noqa: F401  (registers Buffer batching)
 from .client import Client, default_client
 from .consumers import caller, map_fetcher
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, ObjectChangedError
 from .listing import DEFAULT_PARALLELISM, list_objects, uri_base
+from .manifest import UNKNOWN_SIZE
 from .transfer import adopt_worker
 
 _LIST_PAGE_SIZE = 1000  # keys per ListObjectsV2 request (S3's maximum); tests make it smaller
@@ -326,18 +327,28 @@ class MapDataset(torch.utils.data.Dataset):
                                        "MapDataset.from_manifest(..., label_field='label')")
         return self._labels[self._check(index)]
 
-    def size(self, index: int) -> int:
-        """The size in bytes of object ``index`` as its manifest gives it (no request)."""
+    def size(self, index: int) -> Optional[int]:
+        """The size in bytes of object ``index`` as its manifest gives it (no request); None where
+        the manifest gives none."""
         if self._sizes is None:
             raise InvalidArgumentError("object sizes are known only for a MapDataset built from a manifest")
-        return self._sizes[self._check(index)]
+        size = self._sizes[self._check(index)]
+        return None if size == UNKNOWN_SIZE else size
+
+    def _sample(self, uri: str, data: Any, index: int) -> Any:
+        """The finished sample, once its object is the size the manifest says (where it says one)."""
+        if self._sizes is not None and self._sizes[index] not in (len(data), UNKNOWN_SIZE):
+            raise ObjectChangedError(
+                f"{uri} is {len(data)} bytes, but the manifest {self.source} says {self._sizes[index]}: the object "
+                "changed after the manifest was written; write the manifest again (s3stream ls --manifest)")
+        return self._finish(Sample(uri, data, index))
 
     def __getitem__(self, index: int) -> Any:
         """Fetches sample ``index``: a :class:`Sample`, or ``transform(sample)`` when there is one."""
         i = self._check(index)
         uri = self._table.uri(i)
         _adopt_worker()
-        return self._finish(Sample(uri, self.client.get(uri), i))
+        return self._sample(uri, self.client.get(uri), i)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Any]:
         """Fetches several samples concurrently (one :meth:`Client.get_many`: every GET in flight at
@@ -347,7 +358,7 @@ class MapDataset(torch.utils.data.Dataset):
         uris = [self._table.uri(i) for i in checked]
         _adopt_worker()
         buffers = self.client.get_many(uris) if uris else []
-        return [self._finish(Sample(u, b, i)) for u, b, i in zip(uris, buffers, checked)]
+        return [self._sample(u, b, i) for u, b, i in zip(uris, buffers, checked)]
 
     def fingerprint(self) -> str:
         """A short hash of the listing (URIs and their order): a resumed sampler state must come

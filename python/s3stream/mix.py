@@ -31,7 +31,7 @@ from .errors import InternalError, InvalidArgumentError
 from .map_dataset import MapDataset
 from .mix_plan import Length, apportion, epoch_total, parse_weights, source_sample
 from .planned_iterable import PlannedIterable
-from .resume import REMAINDERS, samples_per_rank, split_for
+from .resume import REMAINDERS, SEED_MASK, check_order_options, samples_per_rank, split_for
 from .sampler import epoch_permutation
 from .shard_dataset import MiB, ShardDataset, default_ahead
 
@@ -117,14 +117,13 @@ class Mix(PlannedIterable):
                             ("stripe", 1 if stripe is None else stripe)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InvalidArgumentError(f"seed must be an integer, got {seed!r}")
+        check_order_options(shuffle, seed)
         self.lengths = [_length_of(s) for s in self.sources]
         self.weights = parse_weights(weights, self.lengths)
         self.length = length
         self.total = epoch_total(self.lengths, self.weights, length)
         self.counts = apportion(self.total, self.weights)
-        self.shuffle, self.seed, self.remainder, self.batch_size = bool(shuffle), seed, remainder, batch_size
+        self.shuffle, self.seed, self.remainder, self.batch_size = shuffle, seed, remainder, batch_size
         self._rank_arg, self._world_arg = rank, world_size
         if samples_per_rank(self.total, self._world(), remainder) == 0:
             raise InvalidArgumentError(f"the mix's epoch has {self.total} samples, fewer than the {self._world()} "
@@ -221,7 +220,7 @@ class Mix(PlannedIterable):
             return position
         cached = self._orders
         if cached.get(s, (None,))[0] != source_epoch:  # one source epoch's order kept per source
-            seed = (self.seed + s * _SEED_STEP) & ((1 << 64) - 1)
+            seed = (self.seed + s * _SEED_STEP) & SEED_MASK
             cached[s] = (source_epoch, epoch_permutation(self.lengths[s], seed, source_epoch))
         return int(cached[s][1][position])
 
@@ -279,7 +278,7 @@ class _ShardStream:
     def _open(self, source_epoch: int, positions: List[int]) -> Any:
         ds = self._source
         o = _core.PlanOptions()
-        o.seed, o.epoch, o.shuffle = ds.seed, source_epoch, ds.shuffle
+        o.seed, o.epoch, o.shuffle = ds.seed & SEED_MASK, source_epoch, ds.shuffle
         o.world_size, o.rank, o.remainder = 1, 0, _core.Remainder.drop  # one reader takes every position given
         o.batch_size, o.stripe = self._batch, len(positions)
         o.interleave, o.chunk_bytes, o.shuffle_chunks = ds.interleave, ds.chunk_bytes, ds.shuffle_chunks

@@ -16,7 +16,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch.utils.data
 
-from .consumers import Consumer, caller, detect, forward_state, shard_layout, wrapped_by_shard
+from .consumers import (Consumer, caller, detect, forward_state, shard_layout, under_accelerate_dispatch,
+                        wrapped_by_shard)
 from .distributed import rank_and_world, worker_and_count
 from .errors import InvalidArgumentError
 from .resume import PLAN_VERSION, Pass, check_state, continue_passes, samples_per_rank, split_for
@@ -44,19 +45,33 @@ class PassStart:
     idle: bool = False  # a process that Accelerate's dispatcher never reads from: it reads nothing
 
 
-_advised: List[bool] = []  # once per process
+def worker_share(samples: int, batch: int, worker: int, num_workers: int) -> int:
+    """Of a pass of ``samples`` dealt to ``num_workers`` workers a batch at a time, round-robin, how
+    many ``worker`` reads."""
+    batches = -(-samples // batch)
+    mine = len(range(worker, batches, num_workers))
+    if mine and (batches - 1) % num_workers == worker:  # this worker reads the last, short batch
+        return (mine - 1) * batch + samples - (batches - 1) * batch
+    return mine * batch
 
 
-def _advise_against_dispatch(rank: int) -> None:
-    """One line, from process 0's first reader: dispatch mode is neither resumable nor parallel."""
-    if rank != 0 or _advised or worker_and_count()[0] != 0:
-        return
-    _advised.append(True)
-    print("s3stream: Accelerate dispatches batches from process 0 (dispatch_batches, its default for an iterable "
-          "dataset): process 0 reads for every process, and a state saved by accelerator.save_state cannot be "
-          "resumed exactly (every process writes its own loader state to the same file). "
-          "Accelerator(dataloader_config=DataLoaderConfiguration(dispatch_batches=False)) lets each process read its "
-          "own share, resumably", file=sys.stderr)
+_warned: set = set()  # the warnings this process printed
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr)
+
+
+def _advise_against_dispatch(rank: int, world: int) -> None:
+    """One line on process 0 of several: dispatch mode is neither resumable nor parallel."""
+    if rank == 0 and world > 1:
+        _warn_once("s3stream: Accelerate dispatches batches from process 0 (dispatch_batches, its default for an "
+                   "iterable dataset): process 0 reads for every process, and a state saved by accelerator.save_state "
+                   "cannot be resumed exactly (every process writes its own loader state to the same file). "
+                   "Accelerator(dataloader_config=DataLoaderConfiguration(dispatch_batches=False)) lets each process "
+                   "read its own share, resumably")
 
 
 class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
@@ -114,9 +129,12 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Selects the epoch whose order the next iteration follows (also in persistent workers)."""
-        shard = wrapped_by_shard(self, caller())
+        frame = caller()
+        shard = wrapped_by_shard(self, frame)
         if shard is not None:  # Accelerate's loader, in the main process, before it starts an iteration
             forward_state(shard, self)
+        elif under_accelerate_dispatch(frame):
+            _advise_against_dispatch(*rank_and_world(self._rank_arg, self._world_arg))
         super().set_epoch(epoch)
 
     def pass_length(self) -> int:
@@ -185,8 +203,13 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
                 f"cannot resume: this state is DataLoader worker {worker_state!r:.80}'s own position, which only "
                 "that worker can continue (torchdata's StatefulDataLoader restores it there, with the same "
                 "num_workers); save the position with s3stream.DataLoader.state_dict() to resume elsewhere")
-        self._worker_resume = (epoch, passes, int(worker_state["consumed"]))
-        self._resume_batch = worker_state.get("batch_size")
+        skip, batch = int(worker_state["consumed"]), worker_state.get("batch_size")
+        self._worker_resume, self._resume_batch = (epoch, passes, skip), batch
+        left = split_for(passes, self._total()).per_rank - passes[-1][3]
+        if skip >= worker_share(left, batch or 1, worker, num_workers):
+            # This worker had delivered its whole share: the pass after the one it continues (torchdata
+            # starts a fresh one at once when the saved iterator had finished) reads the next epoch.
+            self._shared.advance(epoch)
 
     # -- the start of an iteration ------------------------------------------------------------------------
     def _batch_for(self, detected: Optional[int]) -> int:
@@ -205,6 +228,11 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
         consumer = detect(self, frame)
         if consumer.shard is not None:
             forward_state(consumer.shard, self)
+        if consumer.lightning_resume_lost and worker_and_count()[0] == 0:
+            _warn_once(f"s3stream: Lightning is resuming this run from a checkpoint, but it cannot checkpoint a plain "
+                       f"torch DataLoader nor tell its {self._component} the epoch: the data starts over at epoch "
+                       f"{self.epoch}'s order, and a position inside an epoch is lost. Return s3stream.DataLoader(...) "
+                       "from train_dataloader() to resume exactly")
         if torch.utils.data.get_worker_info() is not None:
             adopt_worker(consumer.fetcher)  # batches cross to the loop by reference, whoever built the loader
         rank, world = rank_and_world(self._rank_arg, self._world_arg)
@@ -212,7 +240,6 @@ class PlannedIterable(SharedEpochMixin, torch.utils.data.IterableDataset):
         if consumer.accelerate_dispatch:
             # Accelerate reads for every process on process 0 and splits batches itself; the others make
             # an iterator they never advance (its prefetching would be wasted GETs).
-            _advise_against_dispatch(rank)
             rank, world, idle = 0, 1, rank != 0
         batch = self._iter_batch = self._batch_for(consumer.batch_size)
         (epoch, passes, skip), self._worker_resume = self._peek_pass(), None

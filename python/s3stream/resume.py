@@ -26,6 +26,17 @@ MAX_PASSES = 32  # passes one epoch may be read in (each a resume at another wor
 Pass = Tuple[int, int, str, int]  # (world_size, stripe, remainder, consumed)
 
 
+SEED_MASK = (1 << 64) - 1  # the native generator takes 64 bits: any int seed is taken modulo 2^64
+
+
+def check_order_options(shuffle: Any, seed: Any) -> None:
+    """``shuffle`` a bool and ``seed`` an int (any: taken modulo 2^64), or InvalidArgumentError."""
+    if not isinstance(shuffle, bool):
+        raise InvalidArgumentError(f"shuffle must be True or False, got {shuffle!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidArgumentError(f"seed must be an integer, got {seed!r}")
+
+
 def native_remainder(remainder: str) -> Any:
     return _core.Remainder.drop if remainder == "drop" else _core.Remainder.pad
 
@@ -126,4 +137,4 @@ def check_state(state: Any, mine: Mapping[str, Any], *, component: str, total: i
     return epoch, check_passes(state, total, component)
 
 
-__all__ = ["REMAINDERS", "check_passes", "check_state", "continue_passes", "samples_per_rank", "split_for"]
+__all__ = ["REMAINDERS", "SEED_MASK", "check_order_options", "check_passes", "check_state", "continue_passes", "samples_per_rank", "split_for"]

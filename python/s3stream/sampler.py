@@ -32,7 +32,8 @@ import torch.utils.data
 from . import _core
 from .distributed import rank_and_world
 from .errors import InvalidArgumentError
-from .resume import PLAN_VERSION, Pass, check_state, continue_passes, samples_per_rank, split_for
+from .resume import (PLAN_VERSION, SEED_MASK, Pass, check_order_options, check_state, continue_passes,
+                     samples_per_rank, split_for)
 
 _ITER_CHUNK = 8192  # indices converted to Python ints at a time (keeps iteration memory small)
 
@@ -40,8 +41,7 @@ _ITER_CHUNK = 8192  # indices converted to Python ints at a time (keeps iteratio
 def epoch_permutation(n: int, seed: int, epoch: int) -> Sequence[int]:
     """The shuffled order of ``range(n)`` for ``(seed, epoch)``: a pure function of its arguments,
     computed natively with the shard plan's generator (src/pipeline/epoch_plan.cc)."""
-    mask = (1 << 64) - 1
-    return memoryview(_core.epoch_permutation(n, seed & mask, epoch & mask)).cast("Q")
+    return memoryview(_core.epoch_permutation(n, seed & SEED_MASK, epoch & SEED_MASK)).cast("Q")
 
 
 class EpochSampler(torch.utils.data.Sampler[int]):
@@ -91,11 +91,10 @@ class EpochSampler(torch.utils.data.Sampler[int]):
             fingerprint = fp() if callable(fp) else None
         if n < 1:
             raise InvalidArgumentError(f"EpochSampler needs at least one sample, the dataset has {n}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InvalidArgumentError(f"seed must be an integer, got {seed!r}")
+        check_order_options(shuffle, seed)
         self.rank, self.world_size = rank_and_world(rank, world_size)
         self.dataset_size = n
-        self.shuffle = bool(shuffle)
+        self.shuffle = shuffle
         self.seed = seed
         self.remainder = remainder
         self.fingerprint = fingerprint

@@ -21,7 +21,7 @@ from .consumers import caller
 from .distributed import rank_and_world
 from .errors import InvalidArgumentError
 from .planned_iterable import PlannedIterable
-from .resume import REMAINDERS, Pass, split_for
+from .resume import REMAINDERS, SEED_MASK, Pass, check_order_options, split_for
 from .shard_index import ShardIndex, cache_dir, load_indexes
 from .urls import shard_uris
 
@@ -111,11 +111,12 @@ class ShardDataset(PlannedIterable):
         super().__init__()
         if remainder not in REMAINDERS:
             raise InvalidArgumentError(f"remainder must be 'drop' or 'pad', got {remainder!r}")
+        check_order_options(shuffle, seed)
         for name, value in (("batch_size", 1 if batch_size is None else batch_size), ("interleave", interleave),
-                            ("shuffle_chunks", shuffle_chunks),
+                            ("chunk_bytes", chunk_bytes), ("shuffle_chunks", shuffle_chunks),
                             ("max_bytes_ahead", AHEAD_BUDGET if max_bytes_ahead is None else max_bytes_ahead),
                             ("piece_size", piece_size)):
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 1 << 63:
                 raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
         if piece_size < MIN_PIECE:
             raise InvalidArgumentError(f"piece_size must be at least {MIN_PIECE // 1024} KiB (one GET per piece), "
@@ -182,7 +183,7 @@ class ShardDataset(PlannedIterable):
         world = world if world_size is None else world_size
         passes = passes or self._fresh_pass(world)
         o = _core.PlanOptions()
-        o.seed, o.epoch = self.seed, self.epoch if epoch is None else epoch
+        o.seed, o.epoch = self.seed & SEED_MASK, self.epoch if epoch is None else epoch
         o.world_size, o.rank, o.shuffle = passes[-1][0], my_rank if rank is None else rank, self.shuffle
         o.remainder = _core.Remainder.drop if passes[-1][2] == "drop" else _core.Remainder.pad
         o.batch_size, o.interleave = self._iter_batch or self.batch_size or 1, self.interleave

@@ -8,6 +8,7 @@ plain paths the same way.
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 from typing import Iterable, List, Sequence, Union
@@ -132,7 +133,9 @@ def is_shard(uri: str) -> bool:
 
 
 def shard_uris(urls: Union[str, Sequence[str]], client: Client) -> List[str]:
-    """Expands patterns and lists prefixes; returns shard URIs in a stable order, no duplicates."""
+    """Expands patterns and lists prefixes; returns shard URIs in a stable order. A shard named twice
+    is an error (reading it twice an epoch would duplicate its samples; leaving one out would hide the
+    mistake)."""
     items: Iterable[str] = [urls] if isinstance(urls, str) else list(urls)
     out: List[str] = []
     for item in items:
@@ -142,8 +145,13 @@ def shard_uris(urls: Union[str, Sequence[str]], client: Client) -> List[str]:
             out.extend([uri] if is_shard(uri) else _list_shards(uri, client))
     if not out:
         raise InvalidArgumentError(f"no shards found for {urls!r}: expected .tar, .tgz or .tar.gz objects")
-    seen = set()
-    return [u for u in out if not (u in seen or seen.add(u))]
+    twice = [u for u, n in collections.Counter(out).items() if n > 1]
+    if twice:
+        raise InvalidArgumentError(
+            f"{len(twice)} shard{'s are' if len(twice) > 1 else ' is'} named more than once in {urls!r:.200} (first: "
+            f"{twice[0]}): each shard is read once per epoch; name it once, or read it more often with "
+            "s3stream.Mix and a weight")
+    return out
 
 
 def _list_shards(prefix: str, client: Client) -> List[str]:

@@ -178,7 +178,7 @@ TEST_F(ConfigTest, CredentialPrecedence) {
   r = Resolve(c);
   EXPECT_EQ(r.credentials->access_key_id, "AKID_EXPLICIT");
   EXPECT_EQ(r.credentials->session_token, "");
-  EXPECT_EQ(r.credentials_source, "explicit");
+  EXPECT_EQ(r.credentials_source, "the Client's arguments");
 }
 
 TEST_F(ConfigTest, TokenWithoutKeysIsIgnored) {

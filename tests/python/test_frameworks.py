@@ -88,6 +88,36 @@ def test_stateful_dataloader_resumes_without_replay_and_moves_on(shards, client,
     assert keys(take_len(second)) == reference[1]  # then the next epoch
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("ending", ["exhausted", "after_len"])
+def test_stateful_dataloader_saved_at_the_end_of_an_epoch_resumes_with_the_next(shards, client, workers, ending):
+    """The state saved once the epoch's last batch was received, after the loop ran to its end or
+    after len(loader) batches: the resumed run reads epoch 1 next (at num_workers=2 it read epoch 0
+    again). With workers and len(loader) batches torchdata continues the saved iteration, of which
+    nothing is left, so one empty pass comes first (as for a map-style dataset)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    kw = dict(multiprocessing_context="fork") if workers else {}
+
+    def make():
+        return StatefulDataLoader(dataset(shards, client), batch_size=BATCH, num_workers=workers,
+                                  collate_fn=collate_list, **kw)
+
+    reference = dataset(shards, client, batch_size=BATCH)
+    epochs = [[s["__key__"] for s in reference] for _ in range(2)]
+    first = make()
+    assert (keys(first) if ending == "exhausted" else keys(take_len(first))) == epochs[0]
+    state = first.state_dict()
+    del first
+    second = make()
+    second.load_state_dict(state)
+    got = keys(second)
+    if workers and ending == "after_len":
+        assert got == []  # the rest of the saved iteration
+        got = keys(second)
+    assert got == epochs[1], "the resumed run repeated an epoch"
+
+
 def test_a_position_loaded_in_one_worker_stays_in_that_worker(shards, client):
     """A rank's position loaded inside worker 0 (a worker_init_fn here) moves only worker 0: the
     others, and the main process, keep reading the epoch from its start."""

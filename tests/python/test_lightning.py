@@ -66,6 +66,7 @@ class Trainings:
     def __init__(self, shards, s3_endpoint: str, root) -> None:
         self.shards, self.env, self.root = shards, rank_env(s3_endpoint), root
         self.done: dict = {}
+        self.stderr: dict = {}  # (loader, name): what the job printed there
 
     def ckpt_dir(self, loader: str, name: str) -> str:
         return str(self.root / f"{loader}-{name}-ckpt")
@@ -80,7 +81,7 @@ class Trainings:
                    "--timeout", str(JOB_TIMEOUT - 10)]
             if resume:
                 cmd += ["--resume", resume]
-            run_job(cmd, self.env, JOB_TIMEOUT)
+            self.stderr[loader, name] = run_job(cmd, self.env, JOB_TIMEOUT)
             results = rank_results(out, WORLD)
             assert [(r["rank"], r["world_size"]) for r in results] == [(0, WORLD), (1, WORLD)]
             self.done[loader, name] = [{int(e): keys for e, keys in r["epochs"].items()} for r in results]
@@ -158,3 +159,16 @@ def test_resumed_from_an_end_of_epoch_checkpoint_reads_the_next_epoch(trainings,
     assert_exactly_once([r[1] for r in resumed], shards)
     for rank in range(WORLD):
         assert resumed[rank][1] == reference(rank, 1) != reference(rank, 0)
+
+
+def test_a_plain_loader_resumed_says_that_it_starts_over(trainings, shards, reference):
+    """Lightning neither checkpoints a plain torch DataLoader nor tells its iterable dataset the
+    epoch, so a run resumed from the end of epoch 0 reads epoch 0's order again. Nothing in the
+    dataset can know better; it says so, naming the fix (s3stream.DataLoader)."""
+    end_of_epoch0 = trainings.checkpoint("torch", len(shards.all_keys) // WORLD // BATCH)
+    resumed = trainings.run("torch", "resumed-end", max_epochs=2, resume=end_of_epoch0)
+    assert [r[1] for r in resumed] == [reference(rank, 0) for rank in range(WORLD)]
+    said = trainings.stderr["torch", "resumed-end"]
+    assert "Lightning is resuming this run from a checkpoint, but it cannot checkpoint a plain torch DataLoader" in said
+    assert "Return s3stream.DataLoader(...) from train_dataloader()" in said
+    assert "Lightning is resuming" not in trainings.stderr["torch", "whole"]

@@ -135,6 +135,33 @@ def test_keys_with_a_base_labels_and_targets(bucket, objects, tmp_path, client):
         s3stream.MapDataset.from_manifest(strings, client=client, target_transform=str)
 
 
+def test_sizes_are_optional_and_a_stale_size_is_caught(bucket, objects, tmp_path, client):
+    """The README's own manifest (a key and a label per object, no size) reads; where a size is
+    given, an object of another size raises ObjectChangedError naming it and the manifest, instead
+    of training on data the manifest did not describe."""
+    keys = sorted(k for k in objects if k.startswith(PREFIX) and not k.endswith("/"))
+    bare = tmp_path / "labels.jsonl"
+    bare.write_text("".join(json.dumps({"key": k[len(PREFIX):], "label": i}) + "\n" for i, k in enumerate(keys)))
+    ds = s3stream.MapDataset.from_manifest(bare, client=client, base=s3_uri(bucket, PREFIX), label_field="label")
+    assert ds.size(3) is None
+    assert [(bytes(s.data), t) for s, t in ds.__getitems__([2, 3])] == [(objects[keys[2]], 2), (objects[keys[3]], 3)]
+
+    stale = tmp_path / "stale.jsonl"
+    sizes = [len(objects[k]) + (7 if i == 5 else 0) for i, k in enumerate(keys)]
+    stale.write_text("".join(json.dumps({"uri": s3_uri(bucket, k), "size": n}) + "\n" for k, n in zip(keys, sizes)))
+    ds = s3stream.MapDataset.from_manifest(stale, client=client)
+    assert bytes(ds[4].data) == objects[keys[4]] and ds.size(5) == sizes[5]
+    words = f"{s3_uri(bucket, keys[5])} is {len(objects[keys[5]])} bytes, but the manifest .*stale.jsonl says {sizes[5]}"
+    with pytest.raises(s3stream.ObjectChangedError, match=words):
+        ds[5]
+    with pytest.raises(s3stream.ObjectChangedError, match=words):
+        ds.__getitems__([4, 5, 6])
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=1, multiprocessing_context="fork",
+                                         collate_fn=list)
+    with pytest.raises(s3stream.ObjectChangedError, match="write the manifest again"):
+        list(loader)
+
+
 GOOD = '{"uri": "s3://b/k0", "size": 1}'
 
 
@@ -148,8 +175,6 @@ GOOD = '{"uri": "s3://b/k0", "size": 1}'
     ('{"uri": 7, "size": 1}', "must be a non-empty string"),
     ('{"uri": "http://b/k1", "size": 1}', "not an s3:// or file:// URI"),
     ('{"uri": "s3://bucket-only", "size": 1}', "names no object"),
-    ('{"uri": "s3://b/k1"}', "has no size"),
-    ('{"uri": "s3://b/k1", "size": null}', "has no size"),
     ('{"uri": "s3://b/k1", "size": -3}', "is negative"),
     ('{"uri": "s3://b/k1", "size": 12.5}', "whole number of bytes"),
     ('{"uri": "s3://b/k1", "size": "12"}', "whole number of bytes"),
@@ -228,9 +253,9 @@ def test_parquet_manifest(bucket, objects, tmp_path, client):
     client.put(remote, path.read_bytes())
     assert s3stream.MapDataset.from_manifest(remote, client=client).fingerprint() == ds.fingerprint()
 
-    bad = pa.table({"uri": ["s3://b/a", "s3://b/b", "s3://b/c"], "size": [1, None, 3]})
+    bad = pa.table({"uri": ["s3://b/a", "s3://b/b", "s3://b/c"], "size": [1, 2.5, 3]})
     pq.write_table(bad, tmp_path / "bad.parquet")
-    with pytest.raises(ManifestError, match="bad.parquet, row 2: s3://b/b has no size") as caught:
+    with pytest.raises(ManifestError, match="bad.parquet, row 2: size of s3://b/b must be a whole number") as caught:
         s3stream.MapDataset.from_manifest(tmp_path / "bad.parquet", client=client)
     assert caught.value.line == 2
     pq.write_table(pa.table({"uri": ["s3://b/a", "s3://b/b"], "size": [1.0, -2.0]}), tmp_path / "neg.parquet")

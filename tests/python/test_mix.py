@@ -329,6 +329,24 @@ def test_stateful_dataloader_resumes_a_mix_exactly(shards, client, map_uris, wor
     assert idents(dl) == epochs[1] and clone.epoch == 2  # then the next epoch, whole
 
 
+def test_stateful_dataloader_saved_at_the_end_of_an_epoch_resumes_with_the_next(shards, client):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make():
+        mix = s3stream.Mix(sources(shards, client), [1, 1], length=30)
+        return StatefulDataLoader(mix, batch_size=BATCH, num_workers=2, collate_fn=collate_list,
+                                  multiprocessing_context="fork")
+
+    reference = s3stream.Mix(sources(shards, client), [1, 1], length=30)
+    epochs = [idents(reference), idents(reference)]
+    first = make()
+    assert idents(first) == epochs[0]
+    state = first.state_dict()
+    second = make()
+    second.load_state_dict(state)
+    assert idents(second) == epochs[1], "the resumed run repeated an epoch"
+
+
 def test_resume_without_a_loader(shards, client):
     mix = s3stream.Mix(sources(shards, client), [1, 2], length="shortest")
     whole = idents(mix)

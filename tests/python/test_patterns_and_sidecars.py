@@ -59,3 +59,12 @@ def test_a_valid_sidecar_reads_back():
            "samples": 2, "offsets": [0, 1024, 2048]}
     index = ShardIndex.from_json("s3://b/x.tar", json.dumps(doc).encode())
     assert (index.samples, list(index.offsets)) == (2, [0, 1024, 2048])
+
+
+@pytest.mark.parametrize("urls", [["s3://b/a.tar", "s3://b/a.tar"], "s3://b/{a,b,a}.tar", ["x/a.tar", "./x/a.tar"]])
+def test_a_shard_named_twice_is_an_error_not_dropped(urls):
+    """Reading it twice would duplicate its samples and silently keeping one hides the mistake."""
+    from s3stream.urls import shard_uris
+
+    with pytest.raises(s3stream.InvalidArgumentError, match="named more than once.*a.tar.*s3stream.Mix"):
+        shard_uris(urls, client=None)

@@ -1060,11 +1060,22 @@ def test_non_tar_object_as_shard(boto3_client, bucket, client, content):
     assert uri in str(excinfo.value)
 
 
-@pytest.mark.parametrize("option", [dict(remainder="x"), dict(batch_size=0), dict(interleave=0), dict(missing="maybe"),
-                                    dict(rank=2, world_size=2), dict(world_size=0), dict(piece_size=1)])
-def test_bad_options(uneven, client, option):
-    with pytest.raises(s3stream.InvalidArgumentError):
+@pytest.mark.parametrize("option, words", [
+    (dict(remainder="x"), "remainder"), (dict(batch_size=0), "batch_size"), (dict(interleave=0), "interleave"),
+    (dict(missing="maybe"), "missing"), (dict(rank=2, world_size=2), "rank"), (dict(world_size=0), "world_size"),
+    (dict(piece_size=1), "piece_size"), (dict(seed=1.5), "seed"), (dict(seed="a"), "seed"),
+    (dict(shuffle="no"), "shuffle"), (dict(chunk_bytes=-5), "chunk_bytes"), (dict(chunk_bytes="4MB"), "chunk_bytes")])
+def test_bad_options(uneven, client, option, words):
+    """Named in a typed error at construction (some failed only at iteration, in the bindings)."""
+    with pytest.raises(s3stream.InvalidArgumentError, match=words):
         dataset(uneven.uris, client, **option)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**70])
+def test_any_integer_seed_is_taken_modulo_2_to_the_64(uneven, client, seed):
+    got = [s["__key__"] for s in dataset(uneven.uris, client, seed=seed)]
+    assert got == [s["__key__"] for s in dataset(uneven.uris, client, seed=seed % 2**64)]
+    assert sorted(got) == sorted(uneven.all_keys)
 
 
 def test_prefix_without_shards(boto3_client, bucket, client):

@@ -201,7 +201,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
   if (!explicit_creds.ok()) return explicit_creds.status();
   if (explicit_creds.value()) {
     out.credentials = explicit_creds.value();
-    out.credentials_source = "explicit";
+    out.credentials_source = "the Client's arguments";
     return Status::Ok();
   }
 
