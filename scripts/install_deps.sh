@@ -6,6 +6,7 @@ set -euo pipefail
 APT_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libcurl4-openssl-dev libssl-dev libpugixml-dev libgtest-dev zlib1g-dev
+  nlohmann-json3-dev           # header-only JSON: the answers of credential sources (src/auth)
   nginx libnginx-mod-http-lua  # the local S3 stand-in of the benchmarks and `make demo` (time to first byte)
   wrk curl                     # the benchmark's ceiling, and webdataset's pipe:curl shards
   openssl                      # certificates for the TLS tests (tests/python/test_hostile.py)

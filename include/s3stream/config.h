@@ -1,11 +1,14 @@
 // ClientConfig: what a user may set; ResolveConfig fills the rest the way AWS SDKs do:
-// explicit values win, then the environment, then the shared config files, then defaults.
+// explicit values win, then the environment, then the shared config files, then defaults
+// (credentials: the SDKs' default chain, docs/credentials.md).
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "s3stream/credentials.h"
 #include "s3stream/status.h"
 
 namespace s3stream {
@@ -24,6 +27,8 @@ struct ClientConfig {
   std::optional<std::string> session_token;
   std::optional<std::string> profile;
   bool anonymous = false;  // send unsigned requests (public buckets)
+  // A source of your own (a Python callable in the bindings): it replaces the default chain.
+  std::shared_ptr<CredentialsProvider> credentials_provider;
   AddressingStyle addressing_style = AddressingStyle::kAuto;
 
   int max_attempts = 5;             // per request, including the first
@@ -51,19 +56,14 @@ struct ClientConfig {
   uint64_t max_get_bytes = 0;
 };
 
-struct Credentials {
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;  // empty when not temporary credentials
-};
-
 struct ResolvedConfig {
   ClientConfig options;   // the caller's knobs (timeouts, attempts, ...)
   std::string endpoint;   // scheme://host[:port], no trailing slash
   bool endpoint_is_aws = true;
   std::string region;
-  std::optional<Credentials> credentials;  // none: unsigned requests
-  std::string credentials_source;          // "explicit", "environment", "profile NAME", "none"
+  // The chosen source of the default chain (include/s3stream/credentials.h); null: unsigned requests.
+  std::shared_ptr<CredentialsCache> credentials;
+  std::string credentials_source;  // "the Client's arguments", "environment", ..., "anonymous", "none"
   bool path_style = false;
 };
 

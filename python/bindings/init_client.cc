@@ -12,6 +12,7 @@
 
 #include "bindings.h"
 #include "py_buffer.h"
+#include "py_credentials.h"
 #include "s3stream/client.h"
 #include "status_error.h"
 
@@ -149,7 +150,15 @@ void InitClient(nb::module_& m) {
       .def_rw("verify_tls", &ClientConfig::verify_tls)
       .def_rw("ca_bundle", &ClientConfig::ca_bundle)
       .def_rw("max_get_bytes", &ClientConfig::max_get_bytes)
-      .def_rw("request_timeout_s", &ClientConfig::request_timeout_s);
+      .def_rw("request_timeout_s", &ClientConfig::request_timeout_s)
+      .def(
+          "set_credentials_function",
+          [](ClientConfig& c, nb::object function, std::string description) {
+            c.credentials_provider = PythonCredentials(std::move(function), std::move(description));
+          },
+          nb::arg("function"), nb::arg("description"),
+          "A callable returning (key, secret, token, expiration epoch seconds or None), or None: the "
+          "credentials source instead of the default chain.");
 
   nb::class_<ObjectInfo>(m, "ObjectInfo")
       .def_ro("key", &ObjectInfo::key)

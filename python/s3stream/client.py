@@ -8,7 +8,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 from . import _core
 
@@ -60,13 +60,63 @@ SETTINGS = {
 _WIDE = {"max_get_bytes"}  # 64-bit settings; the other integers are 32-bit
 
 
+class CredentialsFunction:
+    """The user's ``credentials=`` function, as the engine calls it (from any thread, with the GIL):
+    what it returns is checked and handed over as ``(key, secret, token, expiration seconds or
+    None)``, or None; anything else raises a TypeError naming the function and what it returned."""
+
+    def __init__(self, function: Callable[[], Any]) -> None:
+        self.function = function
+        name = getattr(function, "__qualname__", None) or type(function).__name__
+        self.description = f"the credentials function {name}()"
+
+    def __call__(self) -> Optional[tuple]:
+        got = self.function()
+        if got is None:
+            return None
+        if isinstance(got, dict):
+            unknown = set(got) - {"access_key_id", "secret_access_key", "session_token", "expiration"}
+            if unknown:
+                raise TypeError(f"{self.description} returned a dict with {sorted(unknown)}: the names are "
+                                "access_key_id, secret_access_key, session_token, expiration")
+            got = (got.get("access_key_id"), got.get("secret_access_key"), got.get("session_token"),
+                   got.get("expiration"))
+        if not isinstance(got, (tuple, list)) or not 2 <= len(got) <= 4:
+            raise TypeError(f"{self.description} returned {type(got).__name__}; expected (access_key_id, "
+                            "secret_access_key, session_token, expiration), a dict of those, or None")
+        key, secret, token, expiration = (list(got) + [None, None])[:4]
+        for what, value in (("access_key_id", key), ("secret_access_key", secret)):
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"{self.description} returned a {what} that is not a non-empty string")
+        if token is not None and not isinstance(token, str):
+            raise TypeError(f"{self.description} returned a session_token that is not a string or None")
+        return key, secret, token or "", _epoch_seconds(expiration, self.description)
+
+
+def _epoch_seconds(expiration: Any, who: str) -> Optional[float]:
+    if expiration is None:
+        return None
+    if isinstance(expiration, datetime.datetime):
+        if expiration.tzinfo is None:
+            raise TypeError(f"{who} returned a naive datetime as the expiration: give it a timezone "
+                            "(datetime.timezone.utc)")
+        return expiration.timestamp()
+    if isinstance(expiration, (int, float)) and not isinstance(expiration, bool):
+        return float(expiration)
+    raise TypeError(f"{who} returned an expiration of type {type(expiration).__name__}: a timezone-aware "
+                    "datetime, seconds since the epoch, or None")
+
+
 class Client:
     """A connection to an S3-compatible store (or the local file system, for ``file://`` URIs).
 
     Unset options follow the AWS conventions: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``,
-    ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
-    ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` with ``~/.aws/credentials`` and ``~/.aws/config``,
-    ``AWS_CA_BUNDLE`` (else the system's CA certificates, found on any Linux distribution).
+    ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` with ``~/.aws/credentials`` and
+    ``~/.aws/config``, ``AWS_CA_BUNDLE`` (else the system's CA certificates, found on any Linux
+    distribution). Credentials follow the SDKs' default chain: the arguments, ``AWS_ACCESS_KEY_ID``
+    / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, the profile's keys or
+    ``credential_process``, the container endpoint, EC2 instance metadata (docs/credentials.md);
+    temporary ones are refreshed before they expire.
 
     Args:
         anonymous: send unsigned requests (public buckets).
@@ -89,6 +139,13 @@ class Client:
         request_timeout: seconds one request may take in all, its retries included (default: no
             limit); past it the call raises UnavailableError. Catches a server that trickles bytes
             just fast enough for the stall detector.
+        credentials: a function returning credentials, for any source of your own (a vault, a
+            token broker): ``(access_key_id, secret_access_key, session_token or None,
+            expiration)``, or a dict with those names, or None for unsigned requests. The
+            expiration (a timezone-aware ``datetime`` or seconds since the epoch; None: never)
+            makes the client call it again five minutes before, on a thread of its own, while
+            requests keep signing with the old ones. It replaces the default chain
+            (docs/credentials.md); under ``spawn`` it must be picklable (a module-level function).
 
     Options left at None take the engine's defaults (:meth:`defaults`).
 
@@ -119,9 +176,19 @@ class Client:
         ca_bundle: Optional[str] = None,
         max_get_bytes: Optional[int] = None,
         request_timeout: Optional[float] = None,
+        credentials: Optional[Callable[[], Any]] = None,
     ) -> None:
         given = dict(locals())
         self._options = {name: given[name] for name in SETTINGS}
+        if credentials is not None:
+            if not callable(credentials):
+                raise _errors().InvalidArgumentError(
+                    f"credentials must be a function returning them, got {type(credentials).__name__}")
+            clash = [n for n in ("access_key_id", "secret_access_key", "session_token", "profile", "anonymous")
+                     if given[n] is not None]
+            if clash:
+                raise _errors().InvalidArgumentError(f"credentials= replaces {', '.join(clash)}: pass one or the other")
+        self._credentials = credentials
         self._lock = threading.Lock()
         self._native: Any = None
         self._pid: Optional[int] = None
@@ -162,13 +229,17 @@ class Client:
             value = self._options[name]
             if value is not None:
                 setattr(config, field, _checked(name, value, getattr(config, field)))
+        if self._credentials is not None:
+            function = CredentialsFunction(self._credentials)
+            config.set_credentials_function(function, function.description)
         return config
 
     def __getstate__(self) -> dict:
-        return {"options": self._options}
+        return {"options": self._options, "credentials": self._credentials}
 
     def __setstate__(self, state: dict) -> None:
         self._options = state["options"]
+        self._credentials = state.get("credentials")
         self._lock = threading.Lock()
         self._native = None
         self._pid = None

@@ -23,6 +23,7 @@ class ConfigTest : public testing::Test {
     home_ = fs::temp_directory_path() / ("s3stream_config_test_" + std::to_string(std::random_device()()));
     fs::create_directories(home_ / ".aws");
     vars_["HOME"] = home_.string();
+    vars_["AWS_EC2_METADATA_DISABLED"] = "true";  // the chain's last source; its own tests turn it on
   }
   void TearDown() override { fs::remove_all(home_); }
 
@@ -49,6 +50,15 @@ class ConfigTest : public testing::Test {
     return r.status();
   }
 
+  // The static credentials a resolved config signs with.
+  static Credentials Creds(const ResolvedConfig& r) {
+    EXPECT_NE(r.credentials, nullptr);
+    if (r.credentials == nullptr) return {};
+    auto got = r.credentials->Get();
+    EXPECT_TRUE(got.ok() && got.value().has_value());
+    return got.ok() && got.value() ? *got.value() : Credentials{};
+  }
+
   fs::path home_;
   std::map<std::string, std::string> vars_;
 };
@@ -59,7 +69,7 @@ TEST_F(ConfigTest, DefaultsWithNothingConfigured) {
   EXPECT_EQ(r.endpoint, "https://s3.us-east-1.amazonaws.com");
   EXPECT_TRUE(r.endpoint_is_aws);
   EXPECT_FALSE(r.path_style);
-  EXPECT_FALSE(r.credentials.has_value());
+  EXPECT_EQ(r.credentials, nullptr);
   EXPECT_EQ(r.credentials_source, "none");
   EXPECT_EQ(r.options.max_attempts, 5);
 }
@@ -152,32 +162,32 @@ TEST_F(ConfigTest, GlobalProfileEndpointWithoutS3Block) {
 TEST_F(ConfigTest, CredentialPrecedence) {
   WriteConfig("[default]\naws_access_key_id = AKID_CONFIG\naws_secret_access_key = s-config\n");
   ResolvedConfig r = Resolve();
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_CONFIG");
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_CONFIG");
   EXPECT_EQ(r.credentials_source, "profile default");
 
   WriteCredentials("[default]\naws_access_key_id = AKID_FILE\naws_secret_access_key = s-file\naws_session_token = t-file\n");
   r = Resolve();
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_FILE");
-  EXPECT_EQ(r.credentials->secret_access_key, "s-file");
-  EXPECT_EQ(r.credentials->session_token, "t-file");
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_FILE");
+  EXPECT_EQ(Creds(r).secret_access_key, "s-file");
+  EXPECT_EQ(Creds(r).session_token, "t-file");
   EXPECT_EQ(r.credentials_source, "profile default");
 
   vars_["AWS_ACCESS_KEY_ID"] = "AKID_ENV";
   vars_["AWS_SECRET_ACCESS_KEY"] = "s-env";
   r = Resolve();
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_ENV");
-  EXPECT_EQ(r.credentials->session_token, "");  // never mixed with the file's token
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_ENV");
+  EXPECT_EQ(Creds(r).session_token, "");  // never mixed with the file's token
   EXPECT_EQ(r.credentials_source, "environment");
 
   vars_["AWS_SESSION_TOKEN"] = "t-env";
-  EXPECT_EQ(Resolve().credentials->session_token, "t-env");
+  EXPECT_EQ(Creds(Resolve()).session_token, "t-env");
 
   ClientConfig c;
   c.access_key_id = "AKID_EXPLICIT";
   c.secret_access_key = "s-explicit";
   r = Resolve(c);
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_EXPLICIT");
-  EXPECT_EQ(r.credentials->session_token, "");
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_EXPLICIT");
+  EXPECT_EQ(Creds(r).session_token, "");
   EXPECT_EQ(r.credentials_source, "the Client's arguments");
 }
 
@@ -186,7 +196,7 @@ TEST_F(ConfigTest, TokenWithoutKeysIsIgnored) {
   WriteCredentials("[default]\naws_access_key_id = AKID_FILE\naws_secret_access_key = s-file\n");
   ResolvedConfig r = Resolve();
   EXPECT_EQ(r.credentials_source, "profile default");
-  EXPECT_EQ(r.credentials->session_token, "");
+  EXPECT_EQ(Creds(r).session_token, "");
 }
 
 TEST_F(ConfigTest, AnonymousIgnoresEveryCredential) {
@@ -197,7 +207,7 @@ TEST_F(ConfigTest, AnonymousIgnoresEveryCredential) {
   c.access_key_id = "AKID";
   c.secret_access_key = "s";
   ResolvedConfig r = Resolve(c);
-  EXPECT_FALSE(r.credentials.has_value());
+  EXPECT_EQ(r.credentials, nullptr);
   EXPECT_EQ(r.credentials_source, "anonymous");
 }
 
@@ -208,19 +218,19 @@ TEST_F(ConfigTest, ProfileSelection) {
   WriteConfig("[default]\nregion = r-default\n"
          "[profile dev]\nregion = r-dev\n"
          "[prod]\nregion = r-not-a-profile\n");  // the config file needs the "profile " prefix
-  EXPECT_EQ(Resolve().credentials->access_key_id, "AKID_DEFAULT");
+  EXPECT_EQ(Creds(Resolve()).access_key_id, "AKID_DEFAULT");
   EXPECT_EQ(Resolve().region, "r-default");
 
   vars_["AWS_PROFILE"] = "dev";
   ResolvedConfig r = Resolve();
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_DEV");
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_DEV");
   EXPECT_EQ(r.region, "r-dev");
   EXPECT_EQ(r.credentials_source, "profile dev");
 
   ClientConfig c;
   c.profile = "prod";  // beats AWS_PROFILE
   r = Resolve(c);
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_PROD");
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_PROD");
   EXPECT_EQ(r.region, "us-east-1");
 }
 
@@ -233,7 +243,7 @@ TEST_F(ConfigTest, FileLocationsFromEnvironment) {
   vars_["AWS_SHARED_CREDENTIALS_FILE"] = creds.string();
   vars_["AWS_CONFIG_FILE"] = "~/elsewhere-config";  // '~' expands to HOME
   ResolvedConfig r = Resolve();
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_ELSEWHERE");
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_ELSEWHERE");
   EXPECT_EQ(r.region, "r-elsewhere");
 }
 
@@ -256,8 +266,8 @@ TEST_F(ConfigTest, IniSyntax) {
   EXPECT_EQ(r.region, "eu-central-1");
   EXPECT_EQ(r.endpoint, "http://nested:9000");
   EXPECT_TRUE(r.path_style);
-  EXPECT_EQ(r.credentials->access_key_id, "AKID_CFG");              // back at the top level
-  EXPECT_EQ(r.credentials->secret_access_key, "abc#def;ghi");  // '#' not after whitespace: data
+  EXPECT_EQ(Creds(r).access_key_id, "AKID_CFG");              // back at the top level
+  EXPECT_EQ(Creds(r).secret_access_key, "abc#def;ghi");  // '#' not after whitespace: data
 }
 
 TEST_F(ConfigTest, NestedAddressingStyleVirtualOnCustomEndpoint) {
@@ -417,6 +427,73 @@ TEST(Environment, ProcessReadsTheRealEnvironment) {
   EXPECT_EQ(env.getenv("S3STREAM_CONFIG_TEST_VAR"), "value");
   ::unsetenv("S3STREAM_CONFIG_TEST_VAR");
   EXPECT_EQ(env.getenv("S3STREAM_CONFIG_TEST_VAR"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace s3stream
+
+namespace s3stream {
+namespace {
+
+// The sources of the default chain after the static keys: only which one is chosen (no request is
+// made here; fetching is tested in credentials_test.cc and tests/python/test_credentials.py).
+TEST_F(ConfigTest, InstanceMetadataIsTheLastSourceUnlessDisabled) {
+  vars_.erase("AWS_EC2_METADATA_DISABLED");
+  EXPECT_EQ(Resolve().credentials_source, "EC2 instance metadata at http://169.254.169.254");
+  vars_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9/";
+  EXPECT_EQ(Resolve().credentials_source, "EC2 instance metadata at http://127.0.0.1:9");
+  vars_.erase("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  vars_["AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"] = "IPv6";
+  EXPECT_EQ(Resolve().credentials_source, "EC2 instance metadata at http://[fd00:ec2::254]");
+  vars_["AWS_METADATA_SERVICE_TIMEOUT"] = "soon";
+  EXPECT_NE(ResolveError().message().find("AWS_METADATA_SERVICE_TIMEOUT (or metadata_service_timeout) = 'soon'"),
+            std::string::npos);
+  vars_["AWS_EC2_METADATA_DISABLED"] = "TRUE";
+  ResolvedConfig r = Resolve();
+  EXPECT_EQ(r.credentials, nullptr);
+  EXPECT_EQ(r.credentials_source, "none");
+}
+
+TEST_F(ConfigTest, TheContainerEndpointComesBeforeInstanceMetadata) {
+  vars_.erase("AWS_EC2_METADATA_DISABLED");
+  vars_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/v2/credentials/abc";
+  EXPECT_EQ(Resolve().credentials_source,
+            "the container credentials endpoint http://169.254.170.2/v2/credentials/abc "
+            "(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI)");
+  vars_.erase("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  for (const char* ok : {"http://127.0.0.1:8080/creds", "http://169.254.170.23/v1/credentials",
+                         "https://creds.example.com/x", "http://[::1]:80/c"}) {
+    vars_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = ok;
+    EXPECT_NE(Resolve().credentials_source.find(ok), std::string::npos) << ok;
+  }
+  vars_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://creds.example.com/x";
+  EXPECT_NE(ResolveError().message().find("is plain http to creds.example.com"), std::string::npos);
+  vars_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "ftp://127.0.0.1/x";
+  EXPECT_NE(ResolveError().message().find("is not an http(s) URL"), std::string::npos);
+  vars_["AWS_ACCESS_KEY_ID"] = "AKID_ENV";  // earlier sources shadow it
+  vars_["AWS_SECRET_ACCESS_KEY"] = "s-env";
+  EXPECT_EQ(Resolve().credentials_source, "environment");
+}
+
+TEST_F(ConfigTest, AProfilesCredentialProcessComesAfterItsStaticKeys) {
+  vars_["AWS_PROFILE"] = "dev";
+  WriteConfig("[profile dev]\ncredential_process = /bin/echo '{\"Version\": 1}'\n");
+  vars_.erase("AWS_EC2_METADATA_DISABLED");
+  EXPECT_EQ(Resolve().credentials_source, "credential_process of profile 'dev'");
+  WriteCredentials("[dev]\naws_access_key_id = AKID_DEV\naws_secret_access_key = s\n");
+  EXPECT_EQ(Resolve().credentials_source, "profile dev");
+}
+
+TEST_F(ConfigTest, SourcesNotSupportedYetAreRefusedNotSkipped) {
+  // Skipping them would sign as another identity (on EKS, the node's role from instance metadata).
+  vars_.erase("AWS_EC2_METADATA_DISABLED");
+  vars_["AWS_WEB_IDENTITY_TOKEN_FILE"] = "/var/run/secrets/token";
+  vars_["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/train";
+  EXPECT_NE(ResolveError().message().find("AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN are set"), std::string::npos);
+  vars_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
+  vars_.erase("AWS_ROLE_ARN");
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::123456789012:role/train\nsource_profile = base\n");
+  EXPECT_NE(ResolveError().message().find("role_arn in profile 'default'"), std::string::npos);
 }
 
 }  // namespace

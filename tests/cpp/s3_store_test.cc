@@ -26,7 +26,7 @@ struct Harness {
     config.path_style = true;
     config.options.max_attempts = max_attempts;
     if (with_credentials) {
-      config.credentials = Credentials{"AKIDEXAMPLE", kSecret, ""};
+      config.credentials = std::make_shared<CredentialsCache>(StaticCredentials({"AKIDEXAMPLE", kSecret, ""}, "test"));
       config.credentials_source = "explicit";
     } else {
       config.credentials_source = "none";

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "auth/default_chain.h"
 #include "s3stream/config.h"
 
 namespace s3stream {
@@ -180,7 +181,7 @@ Result<std::optional<Credentials>> CredentialPair(std::optional<std::string> key
     return InvalidArgument(describe(present) + " is set but " + describe(missing) +
                            " is missing; set both, or neither to use another credential source");
   }
-  return std::optional<Credentials>(Credentials{*key_id, *secret, NonEmpty(token).value_or("")});
+  return std::optional<Credentials>(Credentials{*key_id, *secret, NonEmpty(token).value_or(""), std::nullopt});
 }
 
 std::optional<std::string> Lookup(const std::map<std::string, std::string>* section, const std::string& key) {
@@ -189,10 +190,22 @@ std::optional<std::string> Lookup(const std::map<std::string, std::string>* sect
   return it == section->end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
+// Signs with `provider`, named `source` in messages.
+void Use(ResolvedConfig& out, std::shared_ptr<CredentialsProvider> provider, std::string source) {
+  out.credentials = std::make_shared<CredentialsCache>(std::move(provider));
+  out.credentials_source = std::move(source);
+}
+
+// The AWS SDKs' default chain: the first source that applies is used, and a source that is set up
+// but broken is an error rather than a silent fall-through to another identity.
 Status ResolveCredentials(const ClientConfig& config, const Environment& env, const Profile& profile,
                           ResolvedConfig& out) {
   if (config.anonymous) {
     out.credentials_source = "anonymous";
+    return Status::Ok();
+  }
+  if (config.credentials_provider) {
+    Use(out, config.credentials_provider, config.credentials_provider->Describe());
     return Status::Ok();
   }
   using Found = Result<std::optional<Credentials>>;
@@ -200,8 +213,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                         [](const char* f) { return std::string("ClientConfig.") + f; });
   if (!explicit_creds.ok()) return explicit_creds.status();
   if (explicit_creds.value()) {
-    out.credentials = explicit_creds.value();
-    out.credentials_source = "the Client's arguments";
+    Use(out, StaticCredentials(*explicit_creds.value(), "the Client's arguments"), "the Client's arguments");
     return Status::Ok();
   }
 
@@ -213,8 +225,17 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                    });
   if (!env_creds.ok()) return env_creds.status();
   if (env_creds.value()) {
-    out.credentials = env_creds.value();
-    out.credentials_source = "environment";
+    Use(out, StaticCredentials(*env_creds.value(), "environment"), "environment");
+    return Status::Ok();
+  }
+
+  const ChainInputs chain{env, profile.name, profile.config_path, [&profile](const std::string& key) {
+                            auto v = NonEmpty(Lookup(profile.from_config, key));
+                            return v ? v : NonEmpty(Lookup(profile.from_credentials, key));
+                          }};
+  S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> web_identity, WebIdentitySource(chain));
+  if (web_identity) {
+    Use(out, web_identity, web_identity->Describe());
     return Status::Ok();
   }
 
@@ -230,8 +251,14 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                  });
     if (!found.ok()) return found.status();
     if (found.value()) {
-      out.credentials = found.value();
-      out.credentials_source = "profile " + profile.name;
+      Use(out, StaticCredentials(*found.value(), "profile " + profile.name), "profile " + profile.name);
+      return Status::Ok();
+    }
+  }
+  for (auto source : {ProfileSource, MachineSource}) {
+    S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> provider, source(chain));
+    if (provider) {
+      Use(out, provider, provider->Describe());
       return Status::Ok();
     }
   }

@@ -4,7 +4,7 @@ namespace s3stream::internal {
 namespace {
 
 std::string CredentialsHint(const ErrorContext& ctx) {
-  if (ctx.credentials_source == "none") {
+  if (ctx.credentials_source == "none" || (ctx.credentials != nullptr && !ctx.credentials->had_credentials())) {
     return "; no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
            "choose a profile with AWS_PROFILE, or pass anonymous=True for a public bucket";
   }

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "s3stream/credentials.h"
 #include "store/retry_policy.h"
 #include "store/s3/s3_xml.h"
 
@@ -16,6 +17,9 @@ struct ErrorContext {
   std::string endpoint;
   std::string region;
   std::string credentials_source;  // "none" when requests go unsigned for lack of credentials
+  // The source's cache (it outlives the request): a source that had none to give (instance metadata
+  // on a laptop) leaves requests unsigned, which the hint must say.
+  const CredentialsCache* credentials = nullptr;
 };
 
 // A complete HTTP response with status >= 300 (body may be empty, as for HEAD).

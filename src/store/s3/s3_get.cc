@@ -259,9 +259,10 @@ void GetOperation::Attempt() {
     headers.emplace_back("Range", range);
   }
   if (!etag_.empty()) headers.emplace_back("If-Match", "\"" + etag_ + "\"");
-  HttpRequest request = MakeS3Request(*ctx_, "GET", {bucket_, key_, ""}, std::move(headers));
-  request.timeout = deadline_.remaining();
-  ctx_->transport->Send(std::move(request), std::make_shared<AttemptHandler>(shared_from_this(), from));
+  Result<HttpRequest> request = MakeS3Request(*ctx_, "GET", {bucket_, key_, ""}, std::move(headers));
+  if (!request.ok()) return Finish(WithoutCredentials(request.status(), error_ctx_));
+  request->timeout = deadline_.remaining();
+  ctx_->transport->Send(std::move(request.value()), std::make_shared<AttemptHandler>(shared_from_this(), from));
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ class BufferingHandler final : public ResponseHandler {
 struct RetryLoop : std::enable_shared_from_this<RetryLoop> {
   std::shared_ptr<const S3Context> ctx;
   ErrorContext error_ctx;
-  std::function<HttpRequest()> make_request;
+  std::function<Result<HttpRequest>()> make_request;
   std::function<void(Result<BufferedResponse>)> done;
   int attempt = 0;
   Deadline deadline;
@@ -39,9 +39,10 @@ struct RetryLoop : std::enable_shared_from_this<RetryLoop> {
   void Attempt() {
     ++attempt;
     auto self = shared_from_this();
-    HttpRequest request = make_request();
-    request.timeout = deadline.remaining();
-    ctx->transport->Send(std::move(request), std::make_shared<BufferingHandler>(
+    Result<HttpRequest> request = make_request();
+    if (!request.ok()) return done(WithoutCredentials(request.status(), error_ctx));
+    request->timeout = deadline.remaining();
+    ctx->transport->Send(std::move(request.value()), std::make_shared<BufferingHandler>(
                                              [self](const Status& s, BufferedResponse& r) { self->OnResult(s, r); }));
   }
 
@@ -93,27 +94,36 @@ std::string BuildUrl(const ResolvedConfig& config, const S3Address& address) {
   return url;
 }
 
-HttpRequest MakeS3Request(const S3Context& ctx, const std::string& method, const S3Address& address,
-                          HttpHeaders headers, Buffer body) {
+Result<HttpRequest> MakeS3Request(const S3Context& ctx, const std::string& method, const S3Address& address,
+                                  HttpHeaders headers, Buffer body) {
   HttpRequest request;
   request.method = method;
   request.url = BuildUrl(ctx.config, address);
   request.headers = std::move(headers);
   request.body = std::move(body);
   if (ctx.config.credentials) {
-    std::string payload_hash = request.body.empty() ? std::string(kEmptyPayloadSha256) : Sha256Hex(request.body.span());
-    ctx.signer.SignRequest(request, *ctx.config.credentials, payload_hash, std::chrono::system_clock::now());
+    S3S_ASSIGN_OR_RETURN(std::optional<Credentials> credentials, ctx.config.credentials->Get());
+    if (credentials) {
+      std::string payload_hash =
+          request.body.empty() ? std::string(kEmptyPayloadSha256) : Sha256Hex(request.body.span());
+      ctx.signer.SignRequest(request, *credentials, payload_hash, std::chrono::system_clock::now());
+    }
   }
   return request;
 }
 
 ErrorContext MakeErrorContext(const S3Context& ctx, const std::string& op, const std::string& bucket,
                               const std::string& object) {
-  return ErrorContext{op, object, bucket, ctx.config.endpoint, ctx.config.region, ctx.config.credentials_source};
+  return ErrorContext{op, object, bucket, ctx.config.endpoint, ctx.config.region, ctx.config.credentials_source,
+                      ctx.config.credentials.get()};
+}
+
+Status WithoutCredentials(const Status& why, const ErrorContext& ctx) {
+  return Status(why.code(), ctx.op + " " + ctx.object + ": no credentials to sign it with: " + why.message());
 }
 
 void ExecuteWithRetry(std::shared_ptr<const S3Context> ctx, ErrorContext error_ctx,
-                      std::function<HttpRequest()> make_request,
+                      std::function<Result<HttpRequest>()> make_request,
                       std::function<void(Result<BufferedResponse>)> done) {
   auto loop = std::make_shared<RetryLoop>();
   loop->ctx = std::move(ctx);

@@ -38,12 +38,16 @@ struct S3Address {
 
 std::string BuildUrl(const ResolvedConfig& config, const S3Address& address);
 
-// A signed (or, without credentials, unsigned) request. Bodies are signed by their SHA-256.
-HttpRequest MakeS3Request(const S3Context& ctx, const std::string& method, const S3Address& address,
+// A signed (or, without credentials, unsigned) request. Bodies are signed by their SHA-256. Fails
+// only when the credentials cannot be had (expired and not refreshed, a source that failed).
+Result<HttpRequest> MakeS3Request(const S3Context& ctx, const std::string& method, const S3Address& address,
                           HttpHeaders headers = {}, Buffer body = {});
 
 ErrorContext MakeErrorContext(const S3Context& ctx, const std::string& op, const std::string& bucket,
                               const std::string& object);
+
+// The status of a request that could not be signed, naming it.
+Status WithoutCredentials(const Status& why, const ErrorContext& ctx);
 
 struct BufferedResponse {
   int http_status = 0;
@@ -54,7 +58,7 @@ struct BufferedResponse {
 // Sends make_request() and repeats transient failures with backoff until the policy gives up.
 // `done` receives the first 2xx response, or the mapped Status. Runs on the transport thread.
 void ExecuteWithRetry(std::shared_ptr<const S3Context> ctx, ErrorContext error_ctx,
-                      std::function<HttpRequest()> make_request,
+                      std::function<Result<HttpRequest>()> make_request,
                       std::function<void(Result<BufferedResponse>)> done);
 
 }  // namespace s3stream::internal
