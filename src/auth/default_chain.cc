@@ -40,28 +40,52 @@ bool AllowedPlainHttpHost(const std::string& host) {
          host == "169.254.170.23" || host == "fd00:ec2::23";
 }
 
+// STS in the client's region (AWS_ENDPOINT_URL_STS or AWS_ENDPOINT_URL where set, as the SDKs do).
+std::string StsEndpoint(const ChainInputs& in) {
+  std::string endpoint = Env(in, "AWS_ENDPOINT_URL_STS").value_or(Env(in, "AWS_ENDPOINT_URL").value_or(""));
+  if (endpoint.empty()) {
+    endpoint = "https://sts." + in.region + (in.region.starts_with("cn-") ? ".amazonaws.com.cn" : ".amazonaws.com");
+  }
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  return endpoint;
+}
+
+std::string SessionName(const ChainInputs& in) {
+  if (auto name = Env(in, "AWS_ROLE_SESSION_NAME")) return *name;
+  return "s3stream-" + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          WallClock::now().time_since_epoch()).count());
+}
+
 }  // namespace
 
 Result<std::shared_ptr<CredentialsProvider>> WebIdentitySource(const ChainInputs& in) {
   auto token_file = Env(in, "AWS_WEB_IDENTITY_TOKEN_FILE");
   auto role = Env(in, "AWS_ROLE_ARN");
-  if (!token_file || !role) return std::shared_ptr<CredentialsProvider>();
-  // Falling through to the next source would run the job as another identity (on EKS: the node's).
-  return InvalidArgument("AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN are set (EKS IRSA), but this s3stream cannot "
-                         "exchange a web identity token for credentials yet; pass credentials (access_key_id=..., "
-                         "or credentials=a callable), or unset them to use the next source of the chain");
+  if (!token_file && !role) return std::shared_ptr<CredentialsProvider>();
+  if (!token_file || !role) {
+    // Half of it: falling through would sign as another identity (on EKS, the node's role).
+    return InvalidArgument(std::string(token_file ? "AWS_WEB_IDENTITY_TOKEN_FILE" : "AWS_ROLE_ARN") + " is set but " +
+                           (token_file ? "AWS_ROLE_ARN" : "AWS_WEB_IDENTITY_TOKEN_FILE") +
+                           " is not: web identity needs both (EKS sets both for a service account with a role)");
+  }
+  return WebIdentityProvider({*token_file, *role, SessionName(in), StsEndpoint(in), "AWS_WEB_IDENTITY_TOKEN_FILE"});
 }
 
 Result<std::shared_ptr<CredentialsProvider>> ProfileSource(const ChainInputs& in) {
   const std::string where = "profile '" + in.profile_name + "' of '" + in.profile_file + "'";
+  auto role = in.profile_setting("role_arn");
+  if (auto token_file = in.profile_setting("web_identity_token_file"); token_file && role) {
+    std::string session = in.profile_setting("role_session_name").value_or(SessionName(in));
+    return WebIdentityProvider({*token_file, *role, session, StsEndpoint(in), where});
+  }
   if (auto command = in.profile_setting("credential_process")) {
     return ProcessCredentialsProvider(*command, in.profile_name);
   }
-  for (const char* key : {"role_arn", "sso_session", "sso_start_url", "web_identity_token_file"}) {
+  for (const char* key : {"role_arn", "sso_session", "sso_start_url"}) {
     if (in.profile_setting(key)) {
-      return InvalidArgument(std::string(key) + " in " + where + ": this s3stream cannot assume roles or use SSO yet; "
-                             "pass credentials (access_key_id=..., or credentials=a callable), or give the profile "
-                             "static keys or a credential_process");
+      return InvalidArgument(std::string(key) + " in " + where + ": this s3stream cannot assume a role from another "
+                             "profile or use SSO yet; pass credentials (access_key_id=..., or credentials=a callable), "
+                             "or give the profile static keys, a credential_process or a web_identity_token_file");
     }
   }
   return std::shared_ptr<CredentialsProvider>();

@@ -38,7 +38,8 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 }  // namespace
 
 Result<MetadataResponse> MetadataRequest(const std::string& method, const std::string& url,
-                                         const std::vector<std::string>& headers, std::chrono::milliseconds timeout) {
+                                         const std::vector<std::string>& headers, std::chrono::milliseconds timeout,
+                                         const MetadataRequestOptions& options) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   CURL* easy = curl_easy_init();
@@ -49,10 +50,14 @@ Result<MetadataResponse> MetadataRequest(const std::string& method, const std::s
   const std::string ca_bundle = DefaultCaBundle("");
   curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
   curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
-  if (method == "PUT") curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, 0L), curl_easy_setopt(easy, CURLOPT_POST, 1L);
+  if (method == "PUT" || method == "POST") {
+    curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, static_cast<long>(options.body.size()));
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, options.body.c_str());
+  }
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, list);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");
+  if (!options.through_proxy) curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));

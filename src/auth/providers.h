@@ -23,6 +23,17 @@ struct ContainerEndpoint {
 };
 std::shared_ptr<CredentialsProvider> ContainerCredentialsProvider(ContainerEndpoint endpoint);
 
+// Web identity: the token in `token_file` (read at every fetch) exchanged at STS
+// (AssumeRoleWithWebIdentity, unsigned) for the role's temporary credentials.
+struct WebIdentity {
+  std::string token_file;
+  std::string role_arn;
+  std::string session_name;
+  std::string sts_endpoint;  // scheme://host[:port], no trailing slash
+  std::string source;        // where the settings came from, for messages
+};
+std::shared_ptr<CredentialsProvider> WebIdentityProvider(WebIdentity identity);
+
 // EC2 instance metadata (IMDSv2: a session token first, then the role's credentials), at
 // `endpoint` (AWS_EC2_METADATA_SERVICE_ENDPOINT, else http://169.254.169.254). Each request waits
 // at most `timeout` and is tried `attempts` times, so a machine without IMDS (a laptop) costs about

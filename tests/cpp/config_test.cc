@@ -484,16 +484,29 @@ TEST_F(ConfigTest, AProfilesCredentialProcessComesAfterItsStaticKeys) {
   EXPECT_EQ(Resolve().credentials_source, "profile dev");
 }
 
-TEST_F(ConfigTest, SourcesNotSupportedYetAreRefusedNotSkipped) {
-  // Skipping them would sign as another identity (on EKS, the node's role from instance metadata).
+TEST_F(ConfigTest, WebIdentityFromTheEnvironmentOrAProfile) {
   vars_.erase("AWS_EC2_METADATA_DISABLED");
-  vars_["AWS_WEB_IDENTITY_TOKEN_FILE"] = "/var/run/secrets/token";
+  vars_["AWS_WEB_IDENTITY_TOKEN_FILE"] = "/var/run/secrets/eks.amazonaws.com/serviceaccount/token";
   vars_["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/train";
-  EXPECT_NE(ResolveError().message().find("AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN are set"), std::string::npos);
-  vars_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
+  vars_["AWS_REGION"] = "eu-west-1";
+  EXPECT_EQ(Resolve().credentials_source,
+            "web identity (AWS_WEB_IDENTITY_TOKEN_FILE: role arn:aws:iam::123456789012:role/train, token file "
+            "/var/run/secrets/eks.amazonaws.com/serviceaccount/token)");
+  // Half of it is refused: falling through would sign as another identity (the node's role).
   vars_.erase("AWS_ROLE_ARN");
+  EXPECT_NE(ResolveError().message().find("AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not"),
+            std::string::npos);
+  vars_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::123456789012:role/p\nweb_identity_token_file = /tmp/t\n");
+  EXPECT_NE(Resolve().credentials_source.find("web identity (profile 'default' of"), std::string::npos);
+}
+
+TEST_F(ConfigTest, RolesFromOtherProfilesAndSsoAreRefusedNotSkipped) {
+  vars_.erase("AWS_EC2_METADATA_DISABLED");
   WriteConfig("[default]\nrole_arn = arn:aws:iam::123456789012:role/train\nsource_profile = base\n");
   EXPECT_NE(ResolveError().message().find("role_arn in profile 'default'"), std::string::npos);
+  WriteConfig("[default]\nsso_session = corp\n");
+  EXPECT_NE(ResolveError().message().find("sso_session in profile 'default'"), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ test_credentials.py.
         ...                                       # did not issue, a bad signature, or an expired key
     with FakeImds(issuer) as imds:                # IMDSv2 (or v1 only) at imds.url
     with FakeContainerEndpoint(issuer, token="t") as ep:   # ECS / EKS Pod Identity at ep.url
+    with FakeSts(issuer) as sts:                  # AssumeRoleWithWebIdentity at sts.url
 
 moto does not know these keys; the proxy checks each request's SigV4 signature (botocore, through
 sigv4check) against the issued secret and its session token, and its time against the expiration,
@@ -109,8 +110,7 @@ class _Endpoint:
         class Handler(http.server.BaseHTTPRequestHandler):
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                self.body = self.rfile.read(length) if length else b""
                 with owner.lock:
                     owner.requests.append((self.command, self.path, dict(self.headers)))
                 code, body = owner.answer(self)
@@ -120,7 +120,7 @@ class _Endpoint:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_PUT = _serve
+            do_GET = do_PUT = do_POST = _serve
 
             def log_message(self, *args) -> None:  # quiet
                 pass
@@ -191,3 +191,32 @@ class FakeContainerEndpoint(_Endpoint):
         if self.token is not None and h.headers.get("Authorization") != self.token:
             return 403, json.dumps({"code": "AccessDeniedException", "message": "bad token"})
         return 200, json.dumps(self.issuer.document(self.issuer.issue()))
+
+
+class FakeSts(_Endpoint):
+    """STS AssumeRoleWithWebIdentity: the form of each call is kept in `calls`; `refuse` makes it
+    answer 403 InvalidIdentityToken."""
+
+    def __init__(self, issuer: Issuer) -> None:
+        super().__init__()
+        self.issuer, self.calls, self.refuse = issuer, [], False
+
+    def answer(self, h) -> tuple:
+        from urllib.parse import parse_qs
+
+        form = {k: v[0] for k, v in parse_qs(h.body.decode()).items()}
+        with self.lock:
+            self.calls.append(form)
+        if h.command != "POST" or form.get("Action") != "AssumeRoleWithWebIdentity":
+            return 400, "<ErrorResponse><Error><Code>InvalidAction</Code></Error></ErrorResponse>"
+        if self.refuse:
+            return 403, ("<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>"
+                         "<Message>Couldn't retrieve verification key from your identity provider</Message>"
+                         "</Error></ErrorResponse>")
+        d = self.issuer.document(self.issuer.issue())
+        return 200, ("<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                     "<AssumeRoleWithWebIdentityResult><Credentials>"
+                     f"<AccessKeyId>{d['AccessKeyId']}</AccessKeyId><SecretAccessKey>{d['SecretAccessKey']}"
+                     f"</SecretAccessKey><SessionToken>{d['Token']}</SessionToken>"
+                     f"<Expiration>{d['Expiration']}</Expiration></Credentials>"
+                     "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>")

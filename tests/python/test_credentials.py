@@ -17,7 +17,7 @@ import pytest
 import torch.utils.data
 
 import s3stream
-from credential_servers import FakeContainerEndpoint, FakeImds, Issuer, IssuerProxy
+from credential_servers import FakeContainerEndpoint, FakeImds, FakeSts, Issuer, IssuerProxy
 from helpers import put_many
 
 OBJECTS = {f"creds/{i:03d}.bin": f"object {i}".encode() * 10 for i in range(24)}
@@ -173,6 +173,50 @@ def test_credential_process_of_a_profile(s3_endpoint, objects, chain_env, tmp_pa
         with pytest.raises(s3stream.PermissionDeniedError, match="credential_process of profile 'broken'.*exited "
                                                                  "with 2: run aws sso login"):
             s3stream.Client(endpoint_url=proxy.url, profile="broken").get(objects[0])
+
+
+def test_web_identity_exchanges_the_token_file_at_sts(s3_endpoint, objects, chain_env, tmp_path):
+    """EKS IRSA: the token file (read again at every fetch: the kubelet rotates it) and the role go
+    to STS AssumeRoleWithWebIdentity; its temporary credentials sign the requests, and are fetched
+    again before they expire."""
+    issuer = Issuer(lifetime_s=302)  # due for refresh 2 s after each fetch
+    token = tmp_path / "token"
+    token.write_text("jwt-one\n")
+    with IssuerProxy(s3_endpoint, issuer) as proxy, FakeSts(issuer) as sts:
+        chain_env.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+        chain_env.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/train")
+        chain_env.setenv("AWS_ROLE_SESSION_NAME", "job-7")
+        chain_env.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+        client = s3stream.Client(endpoint_url=proxy.url)
+        assert "web identity (AWS_WEB_IDENTITY_TOKEN_FILE: role arn:aws:iam::123456789012:role/train" in repr(client)
+        read_all(client, objects)
+        assert sts.calls == [{"Action": "AssumeRoleWithWebIdentity", "Version": "2011-06-15",
+                              "RoleArn": "arn:aws:iam::123456789012:role/train", "RoleSessionName": "job-7",
+                              "WebIdentityToken": "jwt-one"}]
+        token.write_text("jwt-two")
+        deadline = time.monotonic() + 15
+        while len(sts.calls) < 2 and time.monotonic() < deadline:
+            read_all(client, objects[:2])
+            time.sleep(0.5)
+        assert [c["WebIdentityToken"] for c in sts.calls[:2]] == ["jwt-one", "jwt-two"]
+        assert issuer.refused == [] and len(issuer.used) >= 1
+        sts.refuse = True
+        with pytest.raises(s3stream.PermissionDeniedError, match="refused AssumeRoleWithWebIdentity: "
+                                                                 "InvalidIdentityToken: Couldn't retrieve"):
+            s3stream.Client(endpoint_url=proxy.url).get(objects[0])
+        token.unlink()
+        with pytest.raises(s3stream.PermissionDeniedError, match="cannot read the web identity token file"):
+            s3stream.Client(endpoint_url=proxy.url).get(objects[0])
+
+
+def test_web_identity_against_motos_sts(s3_endpoint, objects, chain_env, tmp_path):
+    """The same exchange with moto's own STS: our request and its answer match a real implementation."""
+    token = tmp_path / "token"
+    token.write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdDp0cmFpbiJ9.c2ln")
+    chain_env.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    chain_env.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/train")
+    chain_env.setenv("AWS_ENDPOINT_URL_STS", s3_endpoint)
+    read_all(s3stream.Client(endpoint_url=s3_endpoint), objects)
 
 
 def test_earlier_sources_shadow_later_ones(s3_endpoint, objects, chain_env):

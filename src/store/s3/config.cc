@@ -229,7 +229,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
     return Status::Ok();
   }
 
-  const ChainInputs chain{env, profile.name, profile.config_path, [&profile](const std::string& key) {
+  const ChainInputs chain{env, out.region, profile.name, profile.config_path, [&profile](const std::string& key) {
                             auto v = NonEmpty(Lookup(profile.from_config, key));
                             return v ? v : NonEmpty(Lookup(profile.from_credentials, key));
                           }};
