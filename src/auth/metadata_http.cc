@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "http/ca_bundle.h"
+#include "http/user_agent.h"
 #include "s3stream/interrupt.h"
 
 namespace s3stream::internal {
@@ -57,6 +58,7 @@ Result<MetadataResponse> MetadataRequest(const std::string& method, const std::s
   }
   curl_easy_setopt(easy, CURLOPT_HTTPHEADER, list);
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_USERAGENT, UserAgent().c_str());
   if (!options.through_proxy) curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));

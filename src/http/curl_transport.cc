@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "http/ca_bundle.h"
+#include "http/user_agent.h"
 
 namespace s3stream::internal {
 namespace {
@@ -233,6 +234,7 @@ class CurlLoop {
     curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_USERAGENT, UserAgent().c_str());
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_s * 1000));

@@ -330,6 +330,18 @@ def test_large_get_is_parallel_ranged_gets_pinned_to_the_first_etag(s3_endpoint,
     assert all(r.header("If-Match").strip('"') == etag for r in gets if r is not first)
 
 
+def test_every_request_names_s3stream_and_its_version(s3_endpoint, boto3_client, bucket):
+    """A store's access logs can tell s3stream's requests apart (and which release sent them)."""
+    boto3_client.put_object(Bucket=bucket, Key="ua", Body=b"x")
+    with RecordingProxy(s3_endpoint) as proxy:
+        client = s3stream.Client(endpoint_url=proxy.url)
+        client.get(s3_uri(bucket, "ua"))
+        client.put(s3_uri(bucket, "ua2"), b"y")
+        list(client.list(s3_uri(bucket, "")))
+        agents = {r.header("User-Agent") for r in proxy.requests}
+    assert len(agents) == 1 and agents.pop().startswith(f"s3stream/{s3stream.__version__} libcurl/")
+
+
 # --- a 100 MB object ------------------------------------------------------------------------------------
 
 
