@@ -190,10 +190,10 @@ std::optional<std::string> Lookup(const std::map<std::string, std::string>* sect
   return it == section->end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
-// Signs with `provider`, named `source` in messages.
-void Use(ResolvedConfig& out, std::shared_ptr<CredentialsProvider> provider, std::string source) {
+// Signs with `provider` (named in messages by its Describe()).
+void Use(ResolvedConfig& out, std::shared_ptr<CredentialsProvider> provider) {
+  out.credentials_source = provider->Describe();
   out.credentials = std::make_shared<CredentialsCache>(std::move(provider));
-  out.credentials_source = std::move(source);
 }
 
 // The AWS SDKs' default chain: the first source that applies is used, and a source that is set up
@@ -205,7 +205,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
     return Status::Ok();
   }
   if (config.credentials_provider) {
-    Use(out, config.credentials_provider, config.credentials_provider->Describe());
+    Use(out, config.credentials_provider);
     return Status::Ok();
   }
   using Found = Result<std::optional<Credentials>>;
@@ -213,7 +213,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                         [](const char* f) { return std::string("ClientConfig.") + f; });
   if (!explicit_creds.ok()) return explicit_creds.status();
   if (explicit_creds.value()) {
-    Use(out, StaticCredentials(*explicit_creds.value(), "the Client's arguments"), "the Client's arguments");
+    Use(out, StaticCredentials(*explicit_creds.value(), "the Client's arguments"));
     return Status::Ok();
   }
 
@@ -225,7 +225,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                    });
   if (!env_creds.ok()) return env_creds.status();
   if (env_creds.value()) {
-    Use(out, StaticCredentials(*env_creds.value(), "environment"), "environment");
+    Use(out, StaticCredentials(*env_creds.value(), "environment"));
     return Status::Ok();
   }
 
@@ -235,7 +235,7 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                           }};
   S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> web_identity, WebIdentitySource(chain));
   if (web_identity) {
-    Use(out, web_identity, web_identity->Describe());
+    Use(out, web_identity);
     return Status::Ok();
   }
 
@@ -251,14 +251,14 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                  });
     if (!found.ok()) return found.status();
     if (found.value()) {
-      Use(out, StaticCredentials(*found.value(), "profile " + profile.name), "profile " + profile.name);
+      Use(out, StaticCredentials(*found.value(), "profile " + profile.name));
       return Status::Ok();
     }
   }
   for (auto source : {ProfileSource, MachineSource}) {
     S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> provider, source(chain));
     if (provider) {
-      Use(out, provider, provider->Describe());
+      Use(out, provider);
       return Status::Ok();
     }
   }
