@@ -71,27 +71,11 @@ Result<std::shared_ptr<CredentialsProvider>> WebIdentitySource(const ChainInputs
   return WebIdentityProvider({*token_file, *role, SessionName(in), StsEndpoint(in), "AWS_WEB_IDENTITY_TOKEN_FILE"});
 }
 
-Result<std::shared_ptr<CredentialsProvider>> ProfileSource(const ChainInputs& in) {
-  const std::string where = "profile '" + in.profile_name + "' of '" + in.profile_file + "'";
-  auto role = in.profile_setting("role_arn");
-  if (auto token_file = in.profile_setting("web_identity_token_file"); token_file && role) {
-    std::string session = in.profile_setting("role_session_name").value_or(SessionName(in));
-    return WebIdentityProvider({*token_file, *role, session, StsEndpoint(in), where});
-  }
-  if (auto command = in.profile_setting("credential_process")) {
-    return ProcessCredentialsProvider(*command, in.profile_name);
-  }
-  for (const char* key : {"role_arn", "sso_session", "sso_start_url"}) {
-    if (in.profile_setting(key)) {
-      return InvalidArgument(std::string(key) + " in " + where + ": this s3stream cannot assume a role from another "
-                             "profile or use SSO yet; pass credentials (access_key_id=..., or credentials=a callable), "
-                             "or give the profile static keys, a credential_process or a web_identity_token_file");
-    }
-  }
-  return std::shared_ptr<CredentialsProvider>();
-}
+namespace {
 
-Result<std::shared_ptr<CredentialsProvider>> MachineSource(const ChainInputs& in) {
+// The container endpoint, where the environment names one.
+Result<std::shared_ptr<CredentialsProvider>> ContainerOrNull(const ChainInputs& in) {
+
   auto full = Env(in, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
   auto relative = Env(in, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
   if (relative || full) {
@@ -115,7 +99,11 @@ Result<std::shared_ptr<CredentialsProvider>> MachineSource(const ChainInputs& in
     e.token = Env(in, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
     return ContainerCredentialsProvider(std::move(e));
   }
-  if (IsTrue(Env(in, "AWS_EC2_METADATA_DISABLED"))) return std::shared_ptr<CredentialsProvider>();
+  return std::shared_ptr<CredentialsProvider>();
+}
+
+// Where and how instance metadata is asked.
+Result<InstanceMetadata> MetadataSettings(const ChainInputs& in) {
   InstanceMetadata m;
   auto mode = Env(in, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
   if (!mode) mode = in.profile_setting("ec2_metadata_service_endpoint_mode");
@@ -148,6 +136,117 @@ Result<std::shared_ptr<CredentialsProvider>> MachineSource(const ChainInputs& in
   auto v1_off = Env(in, "AWS_EC2_METADATA_V1_DISABLED");
   if (!v1_off) v1_off = in.profile_setting("ec2_metadata_v1_disabled");
   m.allow_v1 = !IsTrue(v1_off);
+  return m;
+}
+
+std::string Where(const ChainInputs& in, const std::string& profile) {
+  return "profile '" + profile + "' of '" + in.profile_file + "'";
+}
+
+// credential_source: where a role's base credentials come from without another profile.
+Result<std::shared_ptr<CredentialsProvider>> NamedSource(const ChainInputs& in, const std::string& profile,
+                                                         const std::string& name) {
+  if (name == "Environment") {
+    auto key = Env(in, "AWS_ACCESS_KEY_ID");
+    auto secret = Env(in, "AWS_SECRET_ACCESS_KEY");
+    if (!key || !secret) {
+      return InvalidArgument("credential_source = Environment in " + Where(in, profile) +
+                             ", but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set");
+    }
+    return StaticCredentials({*key, *secret, Env(in, "AWS_SESSION_TOKEN").value_or(""), std::nullopt}, "environment");
+  }
+  if (name == "Ec2InstanceMetadata") {
+    S3S_ASSIGN_OR_RETURN(InstanceMetadata m, MetadataSettings(in));
+    return InstanceMetadataProvider(std::move(m));
+  }
+  if (name == "EcsContainer") {
+    S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> container, ContainerOrNull(in));
+    if (!container) {
+      return InvalidArgument("credential_source = EcsContainer in " + Where(in, profile) +
+                             ", but neither AWS_CONTAINER_CREDENTIALS_RELATIVE_URI nor _FULL_URI is set");
+    }
+    return container;
+  }
+  return InvalidArgument("credential_source = " + name + " in " + Where(in, profile) +
+                         " is not one of: Environment, Ec2InstanceMetadata, EcsContainer");
+}
+
+Result<std::shared_ptr<CredentialsProvider>> ProfileCredentials(const ChainInputs& in, const std::string& profile,
+                                                                std::vector<std::string> visiting) {
+  const std::string where = Where(in, profile);
+  for (const std::string& seen : visiting) {
+    if (seen == profile) {
+      std::string path;
+      for (const std::string& p : visiting) path += p + " -> ";
+      return InvalidArgument("the source_profile settings loop: " + path + profile);
+    }
+  }
+  visiting.push_back(profile);
+  auto setting = [&](const char* key) { return in.setting_of(profile, key); };
+  if (auto role = setting("role_arn")) {
+    const std::string session = setting("role_session_name").value_or(SessionName(in));
+    if (auto token_file = setting("web_identity_token_file")) {
+      return WebIdentityProvider({*token_file, *role, session, StsEndpoint(in), where});
+    }
+    std::shared_ptr<CredentialsProvider> base;
+    auto source_profile = setting("source_profile");
+    auto credential_source = setting("credential_source");
+    if (source_profile && credential_source) {
+      return InvalidArgument(where + " sets both source_profile and credential_source: keep one");
+    }
+    if (source_profile && *source_profile == profile) {
+      // A profile may be its own source: its static keys assume its role.
+      S3S_ASSIGN_OR_RETURN(std::optional<Credentials> keys, in.static_keys_of(profile));
+      if (!keys) return InvalidArgument(where + " is its own source_profile but has no static keys");
+      base = StaticCredentials(*keys, where);
+    } else if (source_profile) {
+      S3S_ASSIGN_OR_RETURN(base, ProfileCredentials(in, *source_profile, visiting));
+      if (!base) {
+        return InvalidArgument("source_profile = " + *source_profile + " in " + where + ", but " +
+                               Where(in, *source_profile) + " has no credentials (no keys, role or credential_process)");
+      }
+    } else if (credential_source) {
+      S3S_ASSIGN_OR_RETURN(base, NamedSource(in, profile, *credential_source));
+    } else {
+      return InvalidArgument("role_arn in " + where + " needs source_profile, credential_source or "
+                             "web_identity_token_file: where the credentials that assume the role come from");
+    }
+    AssumeRole r{*role, session, setting("external_id").value_or(""), 0, StsEndpoint(in), in.region, where};
+    if (auto duration = setting("duration_seconds")) {
+      char* end = nullptr;
+      const long seconds = std::strtol(duration->c_str(), &end, 10);
+      if (end == duration->c_str() || *end != '\0' || seconds < 900 || seconds > 43200) {
+        return InvalidArgument("duration_seconds = " + *duration + " in " + where + " is not 900 to 43200 seconds");
+      }
+      r.duration_seconds = static_cast<int>(seconds);
+    }
+    return AssumeRoleProvider(std::move(r), std::move(base));
+  }
+  S3S_ASSIGN_OR_RETURN(std::optional<Credentials> keys, in.static_keys_of(profile));
+  if (keys) return StaticCredentials(*keys, "profile " + profile);
+  if (auto command = setting("credential_process")) return ProcessCredentialsProvider(*command, profile);
+  for (const char* key : {"sso_session", "sso_start_url"}) {
+    if (setting(key)) {
+      return InvalidArgument(std::string(key) + " in " + where + ": this s3stream cannot use IAM Identity Center (SSO) "
+                             "yet; pass credentials (access_key_id=..., or credentials=a callable), or use a profile "
+                             "with keys, a role, a credential_process (e.g. `aws configure export-credentials "
+                             "--format process`) or a web_identity_token_file");
+    }
+  }
+  return std::shared_ptr<CredentialsProvider>();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<CredentialsProvider>> ProfileSource(const ChainInputs& in) {
+  return ProfileCredentials(in, in.profile_name, {});
+}
+
+Result<std::shared_ptr<CredentialsProvider>> MachineSource(const ChainInputs& in) {
+  S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> container, ContainerOrNull(in));
+  if (container) return container;
+  if (IsTrue(Env(in, "AWS_EC2_METADATA_DISABLED"))) return std::shared_ptr<CredentialsProvider>();
+  S3S_ASSIGN_OR_RETURN(InstanceMetadata m, MetadataSettings(in));
   return InstanceMetadataProvider(std::move(m));
 }
 

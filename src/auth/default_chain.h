@@ -1,6 +1,6 @@
-// The AWS default credential chain after explicit and environment keys (config.cc handles those
-// and a profile's static keys): web identity, a profile's credential_process, the container
-// endpoint, then EC2 instance metadata. Choosing a source reads only the environment and the
+// The AWS default credential chain after explicit and environment keys (config.cc handles those):
+// web identity, the profile (a role, static keys, credential_process), the container endpoint,
+// then EC2 instance metadata. Choosing a source reads only the environment and the
 // profile; fetching happens later, in the CredentialsCache, at the first signed request.
 #pragma once
 
@@ -19,14 +19,21 @@ struct ChainInputs {
   std::string region;  // the resolved region: STS is called in it
   std::string profile_name;
   std::string profile_file;  // where the profile's settings were read, for messages
-  std::function<std::optional<std::string>(const std::string& key)> profile_setting;  // empty: unset
+  // A setting of any profile (the config file's, else the credentials file's); empty counts as unset.
+  std::function<std::optional<std::string>(const std::string& profile, const std::string& key)> setting_of;
+  // A profile's static keys, from one file (never mixed), or an error naming a half-set pair.
+  std::function<Result<std::optional<Credentials>>(const std::string& profile)> static_keys_of;
+
+  std::optional<std::string> profile_setting(const std::string& key) const { return setting_of(profile_name, key); }
 };
 
 // The source of web identity credentials (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN), if set.
 Result<std::shared_ptr<CredentialsProvider>> WebIdentitySource(const ChainInputs& in);
 
-// A profile's web identity (role_arn + web_identity_token_file) or credential_process (a role with
-// source_profile / credential_source, or SSO, is refused for now with the reason).
+// The selected profile's credentials, as botocore takes them: a role (role_arn with
+// web_identity_token_file, source_profile or credential_source; a source profile may itself be a
+// role, to any depth without a loop), else its static keys, else its credential_process. SSO is
+// refused for now with the reason.
 Result<std::shared_ptr<CredentialsProvider>> ProfileSource(const ChainInputs& in);
 
 // The container endpoint or, unless disabled, instance metadata; nullptr when neither applies.

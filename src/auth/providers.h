@@ -34,6 +34,19 @@ struct WebIdentity {
 };
 std::shared_ptr<CredentialsProvider> WebIdentityProvider(WebIdentity identity);
 
+// A role assumed with base credentials (a profile's role_arn with source_profile or
+// credential_source): STS AssumeRole, signed with the base's credentials.
+struct AssumeRole {
+  std::string role_arn;
+  std::string session_name;
+  std::string external_id;   // empty: none
+  int duration_seconds = 0;  // 0: STS's default (1 hour)
+  std::string sts_endpoint;
+  std::string region;
+  std::string source;  // the profile, for messages
+};
+std::shared_ptr<CredentialsProvider> AssumeRoleProvider(AssumeRole role, std::shared_ptr<CredentialsProvider> base);
+
 // EC2 instance metadata (IMDSv2: a session token first, then the role's credentials), at
 // `endpoint` (AWS_EC2_METADATA_SERVICE_ENDPOINT, else http://169.254.169.254). Each request waits
 // at most `timeout` and is tried `attempts` times, so a machine without IMDS (a laptop) costs about

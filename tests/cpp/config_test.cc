@@ -501,10 +501,48 @@ TEST_F(ConfigTest, WebIdentityFromTheEnvironmentOrAProfile) {
   EXPECT_NE(Resolve().credentials_source.find("web identity (profile 'default' of"), std::string::npos);
 }
 
-TEST_F(ConfigTest, RolesFromOtherProfilesAndSsoAreRefusedNotSkipped) {
+TEST_F(ConfigTest, ARoleIsAssumedWithTheCredentialsOfItsSource) {
   vars_.erase("AWS_EC2_METADATA_DISABLED");
-  WriteConfig("[default]\nrole_arn = arn:aws:iam::123456789012:role/train\nsource_profile = base\n");
-  EXPECT_NE(ResolveError().message().find("role_arn in profile 'default'"), std::string::npos);
+  const std::string config = config_path().string();
+  WriteCredentials("[base]\naws_access_key_id = AKID_BASE\naws_secret_access_key = s\n");
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::1:role/train\nsource_profile = middle\n"
+              "aws_access_key_id = AKID_IGNORED\naws_secret_access_key = s\n"  // the role wins, as in botocore
+              "[profile middle]\nrole_arn = arn:aws:iam::1:role/hop\nsource_profile = base\n"
+              "[profile env]\nrole_arn = arn:aws:iam::1:role/e\ncredential_source = Environment\n"
+              "[profile self]\nrole_arn = arn:aws:iam::1:role/s\nsource_profile = self\n"
+              "aws_access_key_id = AKID_SELF\naws_secret_access_key = s\n");
+  EXPECT_EQ(Resolve().credentials_source,
+            "role arn:aws:iam::1:role/train of profile 'default' of '" + config + "', assumed with role "
+            "arn:aws:iam::1:role/hop of profile 'middle' of '" + config + "', assumed with profile base");
+  vars_["AWS_PROFILE"] = "self";
+  EXPECT_NE(Resolve().credentials_source.find("assumed with profile 'self' of"), std::string::npos);
+  vars_["AWS_PROFILE"] = "env";
+  EXPECT_NE(ResolveError().message().find("credential_source = Environment in profile 'env'"), std::string::npos);
+  vars_["AWS_ACCESS_KEY_ID"] = "AKID_ENV";  // with AWS_PROFILE they win the chain at once (botocore too)
+  vars_["AWS_SECRET_ACCESS_KEY"] = "s";
+  EXPECT_EQ(Resolve().credentials_source, "environment");
+  ClientConfig named;  // a profile named in the code is not shadowed: the variables become the role's source
+  named.profile = "env";
+  EXPECT_EQ(Resolve(named).credentials_source,
+            "role arn:aws:iam::1:role/e of profile 'env' of '" + config + "', assumed with environment");
+}
+
+TEST_F(ConfigTest, BrokenRoleSettingsAreErrorsNamingTheProfile) {
+  vars_.erase("AWS_EC2_METADATA_DISABLED");
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\n"
+              "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = default\n");
+  EXPECT_NE(ResolveError().message().find("the source_profile settings loop: default -> b -> default"),
+            std::string::npos);
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::1:role/a\n");
+  EXPECT_NE(ResolveError().message().find("needs source_profile, credential_source or web_identity_token_file"),
+            std::string::npos);
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = nobody\n");
+  EXPECT_NE(ResolveError().message().find("but profile 'nobody' of"), std::string::npos);
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::1:role/a\ncredential_source = Moon\n");
+  EXPECT_NE(ResolveError().message().find("credential_source = Moon"), std::string::npos);
+  WriteConfig("[default]\nrole_arn = arn:aws:iam::1:role/a\ncredential_source = Ec2InstanceMetadata\n"
+              "duration_seconds = 60\n");
+  EXPECT_NE(ResolveError().message().find("duration_seconds = 60"), std::string::npos);
   WriteConfig("[default]\nsso_session = corp\n");
   EXPECT_NE(ResolveError().message().find("sso_session in profile 'default'"), std::string::npos);
 }

@@ -6,7 +6,7 @@ test_credentials.py.
         ...                                       # did not issue, a bad signature, or an expired key
     with FakeImds(issuer) as imds:                # IMDSv2 (or v1 only) at imds.url
     with FakeContainerEndpoint(issuer, token="t") as ep:   # ECS / EKS Pod Identity at ep.url
-    with FakeSts(issuer) as sts:                  # AssumeRoleWithWebIdentity at sts.url
+    with FakeSts(issuer) as sts:                  # AssumeRole(WithWebIdentity) at sts.url
 
 moto does not know these keys; the proxy checks each request's SigV4 signature (botocore, through
 sigv4check) against the issued secret and its session token, and its time against the expiration,
@@ -194,12 +194,15 @@ class FakeContainerEndpoint(_Endpoint):
 
 
 class FakeSts(_Endpoint):
-    """STS AssumeRoleWithWebIdentity: the form of each call is kept in `calls`; `refuse` makes it
-    answer 403 InvalidIdentityToken."""
+    """STS AssumeRoleWithWebIdentity (unsigned) and AssumeRole (signed: the key that signed it, with
+    its session token, is kept in `signers`; a signature the issuer did not issue is refused). Each
+    call's form is kept in `calls`; `refuse` makes it answer 403 InvalidIdentityToken."""
+
+    ACTIONS = ("AssumeRoleWithWebIdentity", "AssumeRole")
 
     def __init__(self, issuer: Issuer) -> None:
         super().__init__()
-        self.issuer, self.calls, self.refuse = issuer, [], False
+        self.issuer, self.calls, self.signers, self.refuse = issuer, [], [], False
 
     def answer(self, h) -> tuple:
         from urllib.parse import parse_qs
@@ -207,16 +210,26 @@ class FakeSts(_Endpoint):
         form = {k: v[0] for k, v in parse_qs(h.body.decode()).items()}
         with self.lock:
             self.calls.append(form)
-        if h.command != "POST" or form.get("Action") != "AssumeRoleWithWebIdentity":
+        action = form.get("Action")
+        if h.command != "POST" or action not in self.ACTIONS:
             return 400, "<ErrorResponse><Error><Code>InvalidAction</Code></Error></ErrorResponse>"
+        if action == "AssumeRole":
+            m = _CREDENTIAL.search(h.headers.get("Authorization") or "")
+            signer = self.issuer.issued.get(m.group(1)) if m else None
+            if signer is None or h.headers.get("X-Amz-Security-Token") != signer.token or \
+                    "/sts/aws4_request" not in h.headers.get("Authorization", ""):
+                return 403, ("<ErrorResponse><Error><Code>InvalidClientTokenId</Code><Message>The security token "
+                             "included in the request is invalid</Message></Error></ErrorResponse>")
+            with self.lock:
+                self.signers.append(signer.key)
         if self.refuse:
             return 403, ("<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code>"
                          "<Message>Couldn't retrieve verification key from your identity provider</Message>"
                          "</Error></ErrorResponse>")
         d = self.issuer.document(self.issuer.issue())
-        return 200, ("<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
-                     "<AssumeRoleWithWebIdentityResult><Credentials>"
+        return 200, (f"<{action}Response xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                     f"<{action}Result><Credentials>"
                      f"<AccessKeyId>{d['AccessKeyId']}</AccessKeyId><SecretAccessKey>{d['SecretAccessKey']}"
                      f"</SecretAccessKey><SessionToken>{d['Token']}</SessionToken>"
                      f"<Expiration>{d['Expiration']}</Expiration></Credentials>"
-                     "</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>")
+                     f"</{action}Result></{action}Response>")

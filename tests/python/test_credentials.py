@@ -219,6 +219,45 @@ def test_web_identity_against_motos_sts(s3_endpoint, objects, chain_env, tmp_pat
     read_all(s3stream.Client(endpoint_url=s3_endpoint), objects)
 
 
+def test_a_profiles_role_is_assumed_with_its_source_profiles_keys(s3_endpoint, objects, chain_env, tmp_path):
+    """role_arn + source_profile, two roles deep: the base profile's keys sign AssumeRole for the
+    middle role, whose credentials sign AssumeRole for the profile's role, whose credentials sign
+    the requests (each link refreshed when due)."""
+    issuer = Issuer()
+    base = issuer.issue()
+    (tmp_path / "credentials").write_text(f"[base]\naws_access_key_id = {base.key}\n"
+                                          f"aws_secret_access_key = {base.secret}\naws_session_token = {base.token}\n")
+    (tmp_path / "config").write_text("[profile train]\nrole_arn = arn:aws:iam::123456789012:role/train\n"
+                                     "source_profile = hop\nexternal_id = ext-7\nrole_session_name = job-7\n"
+                                     "[profile hop]\nrole_arn = arn:aws:iam::123456789012:role/hop\n"
+                                     "source_profile = base\n")
+    with IssuerProxy(s3_endpoint, issuer) as proxy, FakeSts(issuer) as sts:
+        chain_env.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+        client = s3stream.Client(endpoint_url=proxy.url, profile="train")
+        assert "role arn:aws:iam::123456789012:role/train of profile 'train'" in repr(client)
+        read_all(client, objects)
+        assert [c["RoleArn"] for c in sts.calls] == ["arn:aws:iam::123456789012:role/hop",
+                                                      "arn:aws:iam::123456789012:role/train"]
+        assert sts.calls[1]["ExternalId"] == "ext-7" and sts.calls[1]["RoleSessionName"] == "job-7"
+        assert sts.signers[0] == base.key and sts.signers[1] not in (base.key,)  # the hop's own credentials
+        assert issuer.refused == [] and len(issuer.used) == 1 and base.key not in issuer.used
+
+
+def test_a_role_against_motos_sts(s3_endpoint, objects, chain_env, tmp_path):
+    """AssumeRole at moto's own STS, signed with the environment's keys (credential_source): our
+    request and its answer match a real implementation. A profile named in the code is not shadowed
+    by those keys, as in botocore."""
+    (tmp_path / "config").write_text("[profile train]\nrole_arn = arn:aws:iam::123456789012:role/train\n"
+                                     "credential_source = Environment\n")
+    chain_env.setenv("AWS_ENDPOINT_URL_STS", s3_endpoint)
+    chain_env.setenv("AWS_ACCESS_KEY_ID", "AKIDENVIRONMENT")
+    chain_env.setenv("AWS_SECRET_ACCESS_KEY", "environment-secret")
+    client = s3stream.Client(endpoint_url=s3_endpoint, profile="train")
+    assert "role arn:aws:iam::123456789012:role/train of profile 'train'" in repr(client)
+    assert "assumed with environment" in repr(client)
+    read_all(client, objects)
+
+
 def test_earlier_sources_shadow_later_ones(s3_endpoint, objects, chain_env):
     issuer = Issuer()
     env_creds = issuer.issue()

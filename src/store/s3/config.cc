@@ -199,7 +199,7 @@ void Use(ResolvedConfig& out, std::shared_ptr<CredentialsProvider> provider) {
 // The AWS SDKs' default chain: the first source that applies is used, and a source that is set up
 // but broken is an error rather than a silent fall-through to another identity.
 Status ResolveCredentials(const ClientConfig& config, const Environment& env, const Profile& profile,
-                          ResolvedConfig& out) {
+                          const IniSections& credentials_ini, const IniSections& config_ini, ResolvedConfig& out) {
   if (config.anonymous) {
     out.credentials_source = "anonymous";
     return Status::Ok();
@@ -224,36 +224,43 @@ Status ResolveCredentials(const ClientConfig& config, const Environment& env, co
                                      return var;
                                    });
   if (!env_creds.ok()) return env_creds.status();
-  if (env_creds.value()) {
+  // A profile named in the code (not AWS_PROFILE) is what the caller asked for: the environment's keys
+  // do not shadow it, as in botocore (they may still be its role's credential_source).
+  if (env_creds.value() && !NonEmpty(config.profile)) {
     Use(out, StaticCredentials(*env_creds.value(), "environment"));
     return Status::Ok();
   }
 
-  const ChainInputs chain{env, out.region, profile.name, profile.config_path, [&profile](const std::string& key) {
-                            auto v = NonEmpty(Lookup(profile.from_config, key));
-                            return v ? v : NonEmpty(Lookup(profile.from_credentials, key));
-                          }};
+  // A profile's sections: [NAME] in the credentials file, [profile NAME] ([default]) in the config file.
+  auto sections = [&](const std::string& name) {
+    const auto* in_config = FindSection(config_ini, name == kDefaultProfile ? name : "profile " + name);
+    return std::make_pair(FindSection(credentials_ini, name), in_config);
+  };
+  ChainInputs chain{env, out.region, profile.name, profile.config_path, nullptr, nullptr};
+  chain.setting_of = [&](const std::string& name, const std::string& key) {
+    auto [from_credentials, from_config] = sections(name);
+    auto v = NonEmpty(Lookup(from_config, key));
+    return v ? v : NonEmpty(Lookup(from_credentials, key));
+  };
+  // The credentials file wins over the config file; the triple is taken from one file, never mixed,
+  // so a stale token in one cannot be paired with keys from the other.
+  chain.static_keys_of = [&](const std::string& name) -> Found {
+    auto [from_credentials, from_config] = sections(name);
+    const std::pair<const std::map<std::string, std::string>*, const std::string*> files[] = {
+        {from_credentials, &profile.credentials_path}, {from_config, &profile.config_path}};
+    for (const auto& [section, path] : files) {
+      Found found = CredentialPair(Lookup(section, "aws_access_key_id"), Lookup(section, "aws_secret_access_key"),
+                                   Lookup(section, "aws_session_token"), [&, path = path](const char* f) {
+                                     return "aws_" + std::string(f) + " in profile '" + name + "' of '" + *path + "'";
+                                   });
+      if (!found.ok() || found.value()) return found;
+    }
+    return std::optional<Credentials>();
+  };
   S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> web_identity, WebIdentitySource(chain));
   if (web_identity) {
     Use(out, web_identity);
     return Status::Ok();
-  }
-
-  // The credentials file wins over the config file; the triple is taken from one file, never mixed,
-  // so a stale token in one cannot be paired with keys from the other.
-  const std::pair<const std::map<std::string, std::string>*, const std::string*> files[] = {
-      {profile.from_credentials, &profile.credentials_path}, {profile.from_config, &profile.config_path}};
-  for (const auto& [section, path] : files) {
-    Found found = CredentialPair(Lookup(section, "aws_access_key_id"), Lookup(section, "aws_secret_access_key"),
-                                 Lookup(section, "aws_session_token"), [&, path = path](const char* f) {
-                                   return "aws_" + std::string(f) + " in profile '" + profile.name + "' of '" +
-                                          *path + "'";
-                                 });
-    if (!found.ok()) return found.status();
-    if (found.value()) {
-      Use(out, StaticCredentials(*found.value(), "profile " + profile.name));
-      return Status::Ok();
-    }
   }
   for (auto source : {ProfileSource, MachineSource}) {
     S3S_ASSIGN_OR_RETURN(std::shared_ptr<CredentialsProvider> provider, source(chain));
@@ -424,7 +431,7 @@ Result<ResolvedConfig> ResolveConfig(const ClientConfig& config, const Environme
     out.options.ca_bundle = ca->value;
   }
 
-  S3S_RETURN_IF_ERROR(ResolveCredentials(config, env, profile, out));
+  S3S_RETURN_IF_ERROR(ResolveCredentials(config, env, profile, credentials_ini, config_ini, out));
   return out;
 }
 
