@@ -1,24 +1,17 @@
 // The credential sources that are HTTP endpoints of the machine: the container endpoint (ECS,
 // Batch, EKS Pod Identity) and EC2 instance metadata (IMDSv2, IMDSv1 where allowed).
 #include <atomic>
-#include <fstream>
-#include <sstream>
 
 #include "auth/credentials_json.h"
 #include "auth/metadata_http.h"
 #include "auth/providers.h"
+#include "auth/text.h"
 
 namespace s3stream::internal {
 namespace {
 
 constexpr int kContainerAttempts = 2;
 constexpr std::chrono::milliseconds kContainerTimeout{2000};
-
-std::string Trimmed(std::string s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
 
 // The server's words, short and on one line, for a message (never a credentials body: callers
 // show this only for answers that are not credentials).
@@ -52,14 +45,12 @@ class ContainerCredentials final : public CredentialsProvider {
     std::vector<std::string> headers;
     std::string token = e_.token;
     if (!e_.token_file.empty()) {
-      std::ifstream in(e_.token_file);
-      std::stringstream text;
-      text << in.rdbuf();
-      if (!in) {
+      std::optional<std::string> from_file = ReadTokenFile(e_.token_file);
+      if (!from_file) {
         return PermissionDenied("cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '" + e_.token_file +
                                 "' for " + Describe());
       }
-      token = Trimmed(text.str());
+      token = *from_file;
     }
     if (token.find_first_of("\r\n") != std::string::npos) {
       return InvalidArgument("the container authorization token for " + Describe() + " holds a line break");

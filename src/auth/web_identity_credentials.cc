@@ -1,20 +1,12 @@
 // Web identity (EKS IRSA, and profiles with web_identity_token_file): the token file, read again
 // at every fetch (the kubelet rotates it), exchanged for a role's temporary credentials with STS
 // AssumeRoleWithWebIdentity. The call needs no signature: the token is the proof.
-#include <fstream>
-#include <sstream>
-
 #include "auth/providers.h"
 #include "auth/sts.h"
+#include "auth/text.h"
 
 namespace s3stream::internal {
 namespace {
-
-std::string Trimmed(std::string s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
 
 class WebIdentityCredentials final : public CredentialsProvider {
  public:
@@ -25,11 +17,8 @@ class WebIdentityCredentials final : public CredentialsProvider {
   }
 
   Result<std::optional<Credentials>> Fetch() override {
-    std::ifstream in(w_.token_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string token = Trimmed(text.str());
-    if (!in || token.empty()) {
+    const std::string token = ReadTokenFile(w_.token_file).value_or("");
+    if (token.empty()) {
       return PermissionDenied("cannot read the web identity token file '" + w_.token_file + "' (" + w_.source +
                               "): it is missing, unreadable or empty");
     }
